@@ -15,6 +15,8 @@ PYTEST_ARGS ?=
 
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export MPLBACKEND := Agg
+# nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: all setup book test lab exercises grade feedback constraints clean help
 

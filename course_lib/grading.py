@@ -109,10 +109,14 @@ LAYER_NORM: tuple[Callable, ...] = (
 
 
 def _name_of(func: Callable) -> str:
+    """A readable name: ``torch.softmax``, ``Tensor.softmax``, ``torch.nn.functional.softmax``."""
     mod = getattr(func, "__module__", None) or ""
     qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
-    if mod.startswith("torch._C") or not mod:
-        mod = "torch"
+    owner, _, short = qual.rpartition(".")
+    if owner in ("TensorBase", "Tensor", "_TensorBase"):
+        return f"Tensor.{short}"
+    if owner == "_VariableFunctionsClass" or mod.startswith("torch._C") or not mod:
+        return f"torch.{short or qual}"
     return f"{mod}.{qual}"
 
 
@@ -239,6 +243,9 @@ def _tolerance(reference: Callable, case: Case, ref64: Tensor) -> tuple[float, f
 
 
 def _describe_diff(out: Tensor, expected: Tensor) -> str:
+    if out.dtype == torch.bool or expected.dtype == torch.bool:
+        wrong = int((out.bool() != expected.bool()).sum())
+        return f"{wrong} of {out.numel()} entries differ"
     diff = (out.detach().double() - expected.detach().double()).abs()
     diff = torch.nan_to_num(diff, nan=float("inf"))
     return f"max abs difference {float(diff.max()):.3g}"
@@ -253,13 +260,16 @@ def check_function(
     diagnoses: Sequence[Mistake] = (),
     forbidden: Iterable[Callable] = (),
     check_grad: bool = False,
-) -> int:
+) -> None:
     """Compare ``learner`` with ``reference`` on every case; raise :class:`ExerciseFailure` on the first mismatch.
 
     Checks, per case: no forbidden call, a tensor result of the right shape and
     dtype, values within the derived tolerance, inputs not modified in place,
     and (with ``check_grad``) the gradients with respect to every floating
-    input. Returns the number of cases checked.
+    input.
+
+    Returns None on purpose: nbgrader reads a number left as the value of a
+    test cell as partial credit.
     """
     name = name or getattr(learner, "__name__", "your function")
     if not callable(learner):
@@ -306,7 +316,7 @@ def check_function(
                 raise ExerciseFailure(f"{name} modified one of its inputs in place ({label}); work on a new tensor instead.")
         if check_grad:
             _check_gradients(name, out, mine, reference, case64, label)
-    return len(cases)
+    return None
 
 
 def _tensors(case: Case) -> list[Tensor]:
@@ -349,6 +359,10 @@ def _match_mistake(out: Tensor, case: Case, diagnoses: Sequence[Mistake], ref64:
             continue
         if exact:  # shape mistakes: the shape alone is the evidence
             return " Likely mistake: " + mistake.message
+        if out.dtype == torch.bool or wrong.dtype == torch.bool:
+            if torch.equal(out.bool(), wrong.bool()) and not torch.equal(wrong.bool(), ref64.bool()):
+                return " Likely mistake: " + mistake.message
+            continue
         atol, rtol = 1e-2 * max(1.0, float(torch.nan_to_num(wrong).abs().max())), 1e-2
         if out.dtype in (torch.float64, torch.float32):
             atol, rtol = atol * 1e-2, rtol * 1e-2
@@ -385,7 +399,7 @@ def _random_mask(g: torch.Generator, batch: tuple, n_q: int, n_k: int, kind: str
 def mask_sizes(seed: int = 0, n: int = 12) -> list[Case]:
     """Cases ``(n,)`` and ``(n_q, n_k)`` sizes for a causal-mask function."""
     g = torch.Generator().manual_seed(seed)
-    sizes = [1, 2, 3, 5] + torch.randint(4, 40, (n,), generator=g).tolist()
+    sizes = [4, 1, 2, 3] + torch.randint(4, 40, (n,), generator=g).tolist()
     return [Case((s,), label=f"n={s}") for s in sizes]
 
 
@@ -487,6 +501,10 @@ SOFTMAX_MISTAKES = [
         lambda s, m: _softmax(s if m is None else s.masked_fill(~m, 0.0)),
     ),
     Mistake(
+        "a row with no allowed key comes out uniform: it must be all zeros (fill with -inf, not a large negative number, and handle the empty row).",
+        lambda s, m: torch.softmax(s if m is None else s.masked_fill(~m, -1e9), -1),
+    ),
+    Mistake(
         "masked weights are zeroed after normalizing, so the rows no longer sum to 1: renormalize over the allowed keys.",
         lambda s, m: torch.softmax(s, -1) * (1.0 if m is None else m),
     ),
@@ -514,5 +532,9 @@ ATTENTION_MISTAKES = [
     Mistake("the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1).", lambda q, k, v, m=None: _attention(q, k, v, m, dim=-2)),
     Mistake("the mask is inverted: True means *may attend*.", lambda q, k, v, m=None: _attention(q, k, v, m, invert=True)),
     Mistake("the mask is ignored.", lambda q, k, v, m=None: _attention(q, k, v, None)),
+    Mistake(
+        "the weights are transposed: row i of the weights belongs to query i, so compute weights @ v.",
+        lambda q, k, v, m=None: _softmax(_scores(q, k, 1.0 / math.sqrt(q.shape[-1])), m).transpose(-2, -1) @ v,
+    ),
     Mistake("the scores are not normalized: apply the softmax before weighting the values.", lambda q, k, v, m=None: (_scores(q, k, 1.0 / math.sqrt(q.shape[-1])).masked_fill(~m, 0.0) if m is not None else _scores(q, k, 1.0 / math.sqrt(q.shape[-1]))) @ v),
 ]

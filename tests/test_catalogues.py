@@ -1,0 +1,76 @@
+"""Every assignment's hidden tests catch its catalogue of wrong implementations.
+
+For each entry of tests/catalogues/<assignment>.py the solution cell is
+replaced by the wrong code and the notebook's cells are run in-process (the
+same cells nbgrader runs, hidden tests included, much faster than a kernel).
+The reference must pass everything, the untouched release must fail every
+test cell, and each wrong implementation must fail the hidden tests of its
+exercise.
+"""
+
+from __future__ import annotations
+
+import runpy
+
+import pytest
+
+from nbtools import ROOT, assignments, hidden_part, notebooks, read_cells, run_cells
+
+MIN_ENTRIES_PER_EXERCISE = 5
+
+
+def catalogue(assignment: str) -> list[dict]:
+    path = ROOT / "tests" / "catalogues" / f"{assignment}.py"
+    assert path.exists(), f"assignment {assignment} has no catalogue of wrong implementations at {path}"
+    return runpy.run_path(str(path))["WRONG"]
+
+
+def solution_cells(assignment: str):
+    (nb,) = notebooks(assignment)  # one notebook per assignment for now
+    return read_cells(nb)
+
+
+def entries():
+    for a in assignments():
+        for i, entry in enumerate(catalogue(a)):
+            yield pytest.param(a, entry, id=f"{a}:{entry['exercise']}:{i}")
+
+
+@pytest.mark.parametrize("assignment", assignments())
+def test_reference_solution_passes_every_test_cell(assignment):
+    results = run_cells(solution_cells(assignment))
+    assert results, "no graded cells found"
+    failed = {gid: repr(r.error) for gid, r in results.items() if not r.passed}
+    assert not failed, f"the reference solution fails: {failed}"
+
+
+@pytest.mark.parametrize("assignment", assignments())
+def test_untouched_release_fails_every_test_cell(assignment):
+    (release,) = notebooks(assignment, "exercises")
+    results = run_cells(read_cells(release))
+    passed = [gid for gid, r in results.items() if r.passed]
+    assert not passed, f"test cells that pass on the untouched stub: {passed}"
+    for r in results.values():
+        assert isinstance(r.error, NotImplementedError) or "not implemented" in str(r.error), r.error
+
+
+@pytest.mark.parametrize("assignment", assignments())
+def test_every_exercise_has_a_catalogue_of_at_least_five(assignment):
+    cells = solution_cells(assignment)
+    exercises = [c.grade_id for c in cells if c.solution]
+    counts = {ex: sum(e["exercise"] == ex for e in catalogue(assignment)) for ex in exercises}
+    short = {ex: n for ex, n in counts.items() if n < MIN_ENTRIES_PER_EXERCISE}
+    assert not short, f"exercises with fewer than {MIN_ENTRIES_PER_EXERCISE} wrong implementations: {short}"
+    unknown = {e["exercise"] for e in catalogue(assignment)} - set(exercises)
+    assert not unknown, f"catalogue entries for exercises that do not exist: {unknown}"
+
+
+@pytest.mark.parametrize("assignment, entry", list(entries()))
+def test_wrong_implementation_fails_the_hidden_tests(assignment, entry):
+    cells = solution_cells(assignment)
+    test_id = f"test_{entry['exercise']}"
+    assert any(c.grade_id == test_id and hidden_part(c.source) for c in cells), f"{test_id} has no hidden tests"
+    hidden = run_cells(cells, replace={entry["exercise"]: entry["source"]}, only_hidden=True)
+    assert not hidden[test_id].passed, f"hidden tests of {entry['exercise']} accept: {entry['mistake']}"
+    full = run_cells(cells, replace={entry["exercise"]: entry["source"]})
+    assert not full[test_id].passed
