@@ -1,0 +1,68 @@
+"""exercises/ is exactly what `nbgrader generate_assignment` makes from solutions/."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nbtools import ROOT, assignments
+
+
+def nbgrader(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).with_name("nbgrader")
+    env = {"PATH": f"{exe.parent}:/usr/bin:/bin"}
+    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def fresh_release(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("release")
+    for a in assignments():
+        res = nbgrader(
+            "generate_assignment", a, "--force", "--log-level=ERROR",
+            f"--CourseDirectory.release_directory={out}",
+            f"--CourseDirectory.db_url=sqlite:///{out / 'gradebook.db'}",
+            cwd=ROOT,
+        )
+        assert res.returncode == 0, res.stdout + res.stderr
+    return out
+
+
+def cell_view(path: Path) -> list[tuple]:
+    nb = nbformat.read(path, as_version=4)
+    return [(c.cell_type, c.source, dict(c.metadata.get("nbgrader", {}))) for c in nb.cells]
+
+
+@pytest.mark.parametrize("assignment", assignments())
+def test_exercises_match_a_fresh_generate_assignment(fresh_release, assignment):
+    committed = ROOT / "exercises" / assignment
+    fresh = fresh_release / assignment
+    names = lambda d: sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())  # noqa: E731
+    assert names(committed) == names(fresh), "exercises/ has other files than a fresh release: run `make exercises`"
+    for nb in fresh.glob("*.ipynb"):
+        assert cell_view(committed / nb.name) == cell_view(nb), (
+            f"exercises/{assignment}/{nb.name} is out of sync with solutions/: run `make exercises` and commit"
+        )
+
+
+@pytest.mark.parametrize("assignment", assignments())
+def test_release_hides_solutions_and_hidden_tests(assignment):
+    for nb in (ROOT / "exercises" / assignment).glob("*.ipynb"):
+        text = nb.read_text()
+        for marker in ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", "course_lib.grading", "_grading"):
+            assert marker not in text, f"{nb} leaks {marker!r}"
+        assert "not implemented yet" in text
+
+
+def test_every_chapter_slug_is_used_consistently():
+    slugs = {"01-tokenization", "02-attention", "03-multi-head-attention", "04-normalization", "05-residuals-ffn",
+             "06-encoder-decoder", "07-modern-variants", "08-efficient-attention", "09-vision-transformer",
+             "10-dinov2", "11-swin"}
+    for folder in ("chapters", "solutions", "exercises"):
+        present = {p.name for p in (ROOT / folder).iterdir() if p.is_dir()}
+        assert present <= slugs, f"{folder}/ has folders that are not chapter slugs: {present - slugs}"
+    assert {p.name for p in (ROOT / "solutions").iterdir() if p.is_dir()} == {p.name for p in (ROOT / "exercises").iterdir() if p.is_dir()}

@@ -1,0 +1,150 @@
+"""course_lib.grading: the comparison, the diagnoses and the guard that hidden tests use."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_lib import attention as ref
+from course_lib import grading as G
+
+
+def scores_reordered(q, k):
+    # Mathematically the reference, computed in another order: must pass.
+    return (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)
+
+
+def test_a_correct_implementation_in_another_order_passes():
+    assert G.check_function(scores_reordered, ref.attention_scores, G.score_cases(seed=3), check_grad=True) is None
+
+
+def test_check_function_returns_none_so_nbgrader_sees_no_partial_credit():
+    # nbgrader reads a number left as a test cell's value as partial credit.
+    assert G.check_function(scores_reordered, ref.attention_scores, G.score_cases(n=2)) is None
+
+
+def learner_softmax(s, mask=None):
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    e = torch.exp(s - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
+    total = e.sum(-1, keepdim=True)
+    return torch.where(total > 0, e / total.clamp_min(1e-300), torch.zeros_like(e))
+
+
+def learner_attention(q, k, v, mask=None):
+    return learner_softmax(scores_reordered(q, k), mask) @ v
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_correct_learner_passes_for_any_seed(seed):
+    G.check_function(learner_softmax, ref.masked_softmax, G.softmax_cases(seed=seed), check_grad=True)
+    G.check_function(learner_attention, ref.scaled_dot_product_attention, G.attention_cases(seed=seed), check_grad=True)
+
+
+def test_a_small_error_is_caught_even_when_a_loose_tolerance_would_pass_it():
+    with pytest.raises(G.ExerciseFailure, match="wrong values"):
+        G.check_function(lambda q, k: scores_reordered(q, k) * (1 + 1e-4), ref.attention_scores, G.score_cases())
+
+
+def test_the_message_names_the_mistake_without_printing_the_answer():
+    with pytest.raises(G.ExerciseFailure) as info:
+        G.check_function(lambda q, k: q @ k.transpose(-2, -1), ref.attention_scores, G.score_cases(), diagnoses=G.SCORE_MISTAKES)
+    msg = str(info.value)
+    assert "not scaled" in msg and "sqrt(d_k)" in msg
+    assert "tensor(" not in msg and "[[" not in msg
+
+
+def test_wrong_shape_is_reported_with_both_shapes():
+    with pytest.raises(G.ExerciseFailure, match=r"shape \(5, 5\), expected \(5, 3\)"):
+        G.check_function(lambda q, k: q @ q.transpose(-2, -1), ref.attention_scores,
+                         [G.Case((torch.randn(5, 4), torch.randn(3, 4)), label="x")])
+
+
+def test_missing_return_is_explained():
+    with pytest.raises(G.ExerciseFailure, match="forget to `return`"):
+        G.check_function(lambda q, k: None, ref.attention_scores, G.score_cases(n=1))
+
+
+def test_an_untouched_stub_is_reported_as_not_implemented():
+    def stub(q, k):
+        raise NotImplementedError()
+
+    with pytest.raises(G.ExerciseFailure, match="not implemented yet"):
+        G.check_function(stub, ref.attention_scores, G.score_cases(n=1))
+
+
+def test_modifying_an_input_in_place_is_caught():
+    def in_place(s, mask=None):
+        s.data.mul_(1.0001)
+        e = torch.exp(s - s.amax(-1, keepdim=True))
+        return e / e.sum(-1, keepdim=True)
+
+    with pytest.raises(G.ExerciseFailure, match="in place|wrong values"):
+        G.check_function(in_place, ref.masked_softmax, [G.Case((torch.randn(3, 4), None), label="x")])
+
+
+# ---------------------------------------------------------------- the guard
+def test_guard_catches_the_fused_routine_through_an_alias():
+    sdpa = F.scaled_dot_product_attention
+
+    def cheat(q, k, v, mask=None):
+        return sdpa(q, k, v, attn_mask=mask)
+
+    with pytest.raises(G.ForbiddenCall, match="scaled_dot_product_attention"):
+        G.check_function(cheat, ref.scaled_dot_product_attention, G.attention_cases(n=1), forbidden=G.FUSED_ATTENTION)
+
+
+def test_guard_catches_a_tensor_method():
+    def cheat(s, mask=None):
+        return s.softmax(-1)
+
+    with pytest.raises(G.ForbiddenCall, match=r"Tensor\.softmax"):
+        G.check_function(cheat, ref.masked_softmax, G.softmax_cases(n=1), forbidden=G.SOFTMAX)
+
+
+def test_guard_catches_an_nn_module_wrapping_the_forbidden_routine():
+    def cheat(s, mask=None):
+        return torch.nn.Softmax(dim=-1)(s)
+
+    with pytest.raises(G.ForbiddenCall):
+        G.check_function(cheat, ref.masked_softmax, G.softmax_cases(n=1), forbidden=G.SOFTMAX)
+
+
+def test_guard_catches_the_reference_however_it_is_reached():
+    from course_lib.attention import attention_weights as renamed
+
+    def cheat(q, k, v, mask=None):
+        return renamed(q, k, mask) @ v
+
+    with pytest.raises(G.ForbiddenCall, match="course_lib.attention.attention_weights"):
+        G.check_function(cheat, ref.scaled_dot_product_attention, G.attention_cases(n=1))
+
+
+def test_guard_sees_the_reference_even_if_the_learner_swallows_the_error():
+    def cheat(q, k):
+        try:
+            ref.attention_scores(q, k)
+        except Exception:
+            pass
+        return scores_reordered(q, k)
+
+    with pytest.raises(G.ForbiddenCall):
+        G.check_function(cheat, ref.attention_scores, G.score_cases(n=1))
+
+
+def test_guard_allows_basic_operations_and_restores_the_profiler():
+    before = sys.getprofile()
+    with G.forbid_calls(G.SOFTMAX + G.FUSED_ATTENTION):
+        x = torch.randn(3, 4)
+        torch.exp(x - x.amax(-1, keepdim=True)).sum(-1)
+    assert sys.getprofile() is before
+
+
+def test_guard_is_off_outside_the_learners_call():
+    torch.softmax(torch.randn(2, 2), -1)  # the hidden test itself may use anything
+    ref.masked_softmax(torch.randn(2, 2))
