@@ -14,7 +14,8 @@ LAB_PORT ?= 8888
 PYTEST_ARGS ?=
 
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
-export MPLBACKEND := Agg
+# Kernels must use their inline backend, or notebooks lose their figures.
+unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 

@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.positional import apply_rope
+
 __all__ = [
     "attention_scores",
     "masked_softmax",
@@ -45,6 +47,8 @@ __all__ = [
     "scaled_dot_product_attention",
     "split_heads",
     "merge_heads",
+    "repeat_kv",
+    "KVCache",
     "MultiHeadAttention",
 ]
 
@@ -173,20 +177,26 @@ def attention_weights(
     *,
     is_causal: bool = False,
     scale: float | None = None,
+    bias: Tensor | None = None,
 ) -> Tensor:
-    """The attention matrix ``softmax(q k^T / sqrt(d_k))`` with masking.
+    """The attention matrix ``softmax(q k^T / sqrt(d_k) + bias)`` with masking.
 
     Args:
         q: ``(..., n_q, d_k)``;  k: ``(..., n_k, d_k)``.
         mask: boolean, broadcastable to ``(..., n_q, n_k)``.
         is_causal: also apply :func:`causal_mask`.
+        bias: additive, broadcastable to ``(..., n_q, n_k)`` (the hook for
+            relative position biases and Swin's shifted-window mask).
 
     Returns:
         ``(..., n_q, n_k)``; row ``i`` is the distribution of query ``i`` over keys.
     """
     if is_causal:
         mask = combine_masks(mask, causal_mask(q.shape[-2], k.shape[-2], device=q.device))
-    return masked_softmax(attention_scores(q, k, scale), mask)
+    scores = attention_scores(q, k, scale)
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
+    return masked_softmax(scores, mask)
 
 
 def scaled_dot_product_attention(
@@ -198,9 +208,10 @@ def scaled_dot_product_attention(
     is_causal: bool = False,
     dropout_p: float = 0.0,
     scale: float | None = None,
+    bias: Tensor | None = None,
     fused: bool = False,
 ) -> Tensor:
-    """``softmax(q k^T / sqrt(d_k)) v``: each query's weighted average of the values.
+    """``softmax(q k^T / sqrt(d_k) + bias) v``: each query's weighted average of the values.
 
     Args:
         q: queries ``(..., n_q, d_k)``.
@@ -210,6 +221,7 @@ def scaled_dot_product_attention(
         is_causal: add the causal mask (query ``i`` sees keys ``j <= i``).
         dropout_p: dropout on the attention weights (pass 0 in evaluation).
         scale: score multiplier, ``1/sqrt(d_k)`` by default.
+        bias: additive score bias, broadcastable to ``(..., n_q, n_k)``.
         fused: ``False`` runs the explicit math path; ``True`` calls
             ``torch.nn.functional.scaled_dot_product_attention``.
 
@@ -223,21 +235,28 @@ def scaled_dot_product_attention(
         )
     if mask is not None and mask.dtype != torch.bool:
         raise TypeError(f"mask must be a boolean tensor (True = may attend), got {mask.dtype}")
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if fused and is_causal and mask is None and bias is None and n_q == n_k:
+        # the kernels' own causal flag (top-left aligned, which is ours when n_q == n_k)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
     if is_causal:
-        mask = combine_masks(mask, causal_mask(q.shape[-2], k.shape[-2], device=q.device))
+        mask = combine_masks(mask, causal_mask(n_q, n_k, device=q.device))
 
     if not fused:
-        w = masked_softmax(attention_scores(q, k, scale), mask)
+        w = attention_weights(q, k, mask, scale=scale, bias=bias)
         if dropout_p > 0.0:
             w = F.dropout(w, p=dropout_p)
         return w @ v
 
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale)
+        attn_mask = None if bias is None else bias.to(q.dtype)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
     # Fused kernels disagree on fully masked rows (some give NaN). Let such rows
     # see every key (a finite, throw-away result), then zero them.
     has_key = mask.any(dim=-1, keepdim=True)
     safe_mask = mask | ~has_key
+    if bias is not None:
+        safe_mask = bias.to(q.dtype).masked_fill(~safe_mask, float("-inf"))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout_p, scale=scale)
     return out * has_key.to(out.dtype)
 
@@ -263,33 +282,98 @@ def merge_heads(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(b, n, h * d)
 
 
-class MultiHeadAttention(nn.Module):
-    """Multi-head attention (Vaswani et al., 2017, section 3.2.2).
+def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
+    """``(batch, n_kv_heads, seq, head_dim) -> (batch, n_kv_heads * n_rep, seq, head_dim)``.
 
-    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O`` with
-    ``head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i)``; each head has width
-    ``head_dim = d_model / n_heads``. Self-attention when ``x_kv`` is omitted,
-    cross-attention otherwise.
+    Grouped-query attention shares each key/value head among ``n_rep`` query
+    heads: query heads ``[g * n_rep, (g + 1) * n_rep)`` use KV head ``g`` (a
+    contiguous block, as in Llama's ``repeat_kv``).
+    """
+    if n_rep == 1:
+        return x
+    b, h, n, d = x.shape
+    return x[:, :, None].expand(b, h, n_rep, n, d).reshape(b, h * n_rep, n, d)
 
-    Args:
-        d_model: model width.
-        n_heads: number of heads; must divide ``d_model``.
-        bias: biases on the four projections.
-        dropout: dropout on the attention weights (training only).
-        fused: run attention through PyTorch's fused kernel (see
-            :func:`scaled_dot_product_attention`).
+
+class KVCache(nn.Module):
+    """A static, preallocated key/value cache for one attention layer.
+
+    Decoding appends one token (or a prompt of several) at a time; the keys and
+    values of earlier positions never change, so they are stored rather than
+    recomputed. The buffers are allocated once for ``max_len`` positions.
+
+    Buffers ``k, v``: ``(batch, n_kv_heads, max_len, head_dim)``. ``length``
+    (a Python int, so no host sync) counts the positions filled.
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, bias: bool = True, dropout: float = 0.0, fused: bool = True):
+    def __init__(self, batch: int, n_kv_heads: int, max_len: int, head_dim: int, *, dtype=torch.float32, device=None):
         super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
-        self.dropout, self.fused = dropout, fused
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.max_len, self.length = max_len, 0
+        self.register_buffer("k", torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("v", torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device), persistent=False)
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append ``(batch, n_kv_heads, n_new, head_dim)`` keys/values; return all filled so far."""
+        n_new = k.shape[-2]
+        if self.length + n_new > self.max_len:
+            raise ValueError(f"KV cache overflow: {self.length} + {n_new} positions exceed max_len={self.max_len}")
+        self.k[:, :, self.length:self.length + n_new] = k
+        self.v[:, :, self.length:self.length + n_new] = v
+        self.length += n_new
+        return self.k[:, :, :self.length], self.v[:, :, :self.length]
+
+    def reset(self) -> None:
+        self.length = 0
+
+
+ATTN_IMPLS = ("eager", "sdpa")
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (Vaswani et al., 2017, section 3.2.2), with grouped-query attention.
+
+    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O`` with
+    ``head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i)``. Self-attention when
+    ``x_kv`` is omitted, cross-attention otherwise. With ``n_kv_heads < n_heads``
+    the keys and values have fewer heads, each shared by a block of
+    ``n_heads / n_kv_heads`` query heads: grouped-query attention (GQA); one
+    KV head is multi-query attention (MQA); ``n_kv_heads == n_heads`` is MHA.
+
+    Args:
+        d_model: model width (of the queries' input).
+        n_heads: query heads.  n_kv_heads: key/value heads (``n_heads`` if None).
+        head_dim: width per head (``d_model // n_heads`` if None).
+        bias: default for both ``qkv_bias`` and ``out_bias``.
+        qkv_bias, out_bias: biases of the q/k/v projections and of ``out_proj``.
+        k_bias: bias of the key projection alone (SwinV2 has none); ``qkv_bias`` if None.
+        kv_dim: width of the keys' and values' input (cross-attention from another width).
+        dropout: on the attention weights, training only.
+        attn_impl: ``"eager"`` (the explicit math path) or ``"sdpa"`` (PyTorch's fused kernel).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, n_kv_heads: int | None = None, head_dim: int | None = None,
+                 bias: bool = True, qkv_bias: bool | None = None, out_bias: bool | None = None,
+                 k_bias: bool | None = None, kv_dim: int | None = None, dropout: float = 0.0, attn_impl: str = "sdpa"):
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if head_dim is None:
+            if d_model % n_heads:
+                raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+            head_dim = d_model // n_heads
+        if n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads}")
+        if attn_impl not in ATTN_IMPLS:
+            raise ValueError(f"attn_impl must be one of {ATTN_IMPLS}, got {attn_impl!r}")
+        qkv_bias = bias if qkv_bias is None else qkv_bias
+        out_bias = bias if out_bias is None else out_bias
+        k_bias = qkv_bias if k_bias is None else k_bias
+        kv_dim = d_model if kv_dim is None else kv_dim
+        self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d_model, n_heads, n_kv_heads, head_dim
+        self.dropout, self.attn_impl = dropout, attn_impl
+        self.q_proj = nn.Linear(d_model, n_heads * head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(kv_dim, n_kv_heads * head_dim, bias=k_bias)
+        self.v_proj = nn.Linear(kv_dim, n_kv_heads * head_dim, bias=qkv_bias)
+        self.out_proj = nn.Linear(n_heads * head_dim, d_model, bias=out_bias)
 
     def forward(
         self,
@@ -298,33 +382,49 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         *,
         is_causal: bool = False,
+        bias: Tensor | None = None,
+        rope: tuple[Tensor, Tensor] | None = None,
+        cache: KVCache | None = None,
         return_weights: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from ``x`` to ``x_kv`` (or to ``x`` itself).
 
         Args:
             x: ``(batch, n_q, d_model)``, the sequence that asks (queries).
-            x_kv: ``(batch, n_k, d_model)``, the sequence that answers (keys and
+            x_kv: ``(batch, n_k, kv_dim)``, the sequence that answers (keys and
                 values); ``x`` when ``None``.
             mask: boolean, broadcastable to ``(batch, n_q, n_k)`` (the same for
                 every head) or to ``(batch, n_heads, n_q, n_k)``.
-            is_causal: add the causal mask.
-            return_weights: also return the attention weights; forces the math path.
+            is_causal: add the causal mask (queries aligned to the end of the keys).
+            bias: additive score bias broadcastable to ``(batch, n_heads, n_q, n_k)``.
+            rope: ``(cos, sin)`` for the new positions (see
+                :mod:`course_lib.positional`), applied to queries and keys.
+            cache: a :class:`KVCache`; the new keys/values are appended and
+                attention runs over everything cached.
+            return_weights: also return the attention weights; forces the eager path.
 
         Returns:
             ``(batch, n_q, d_model)``, and with ``return_weights`` the weights
             ``(batch, n_heads, n_q, n_k)``.
         """
         x_kv = x if x_kv is None else x_kv
-        q = split_heads(self.q_proj(x), self.n_heads)
-        k = split_heads(self.k_proj(x_kv), self.n_heads)
-        v = split_heads(self.v_proj(x_kv), self.n_heads)
+        b, n_q, _ = x.shape
+        q = self.q_proj(x).view(b, n_q, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x_kv).view(b, x_kv.shape[1], self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x_kv).view(b, x_kv.shape[1], self.n_kv_heads, self.head_dim).transpose(1, 2)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if cache is not None:
+            k, v = cache.update(k, v)
+        n_rep = self.n_heads // self.n_kv_heads
+        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
         if mask is not None and mask.ndim == 3:
             mask = mask.unsqueeze(1)  # same mask for every head
         p = self.dropout if self.training else 0.0
         if return_weights:
-            w = attention_weights(q, k, mask, is_causal=is_causal)
+            w = attention_weights(q, k, mask, is_causal=is_causal, bias=bias)
             out = F.dropout(w, p=p, training=self.training) @ v
             return self.out_proj(merge_heads(out)), w
-        out = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, dropout_p=p, fused=self.fused)
+        out = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, bias=bias, dropout_p=p,
+                                           fused=self.attn_impl == "sdpa")
         return self.out_proj(merge_heads(out))

@@ -1,0 +1,98 @@
+"""Position-wise feed-forward networks (chapter 05).
+
+The same small network is applied to every token independently: attention
+mixes information *across* tokens, the MLP transforms each token's features.
+
+* :class:`MLP`: ``fc2(act(fc1(x)))``: the 2017 Transformer's ReLU FFN
+  (``d_ff = 4 d_model``) and ViT's GELU MLP, exact or tanh-approximated.
+* :class:`SwiGLU`: ``down(silu(gate(x)) * up(x))`` (Shazeer, 2020), the gated
+  MLP of Llama and DINOv2-g. With three matrices instead of two, a hidden width
+  of ``2/3 * 4 d_model`` keeps the parameter count of the 4x MLP
+  (:func:`swiglu_hidden_dim`).
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["ACTIVATIONS", "activation", "MLP", "SwiGLU", "swiglu_hidden_dim", "make_mlp"]
+
+#: activation name -> function. "gelu" is the exact erf form; "gelu_tanh" the tanh approximation.
+ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+    "quick_gelu": lambda x: x * (1.702 * x).sigmoid(),
+}
+
+
+def activation(name: str):
+    """Look up an activation by name (see :data:`ACTIVATIONS`)."""
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown activation {name!r}: expected one of {sorted(ACTIVATIONS)}") from None
+
+
+class MLP(nn.Module):
+    """Two-layer MLP applied to each token: ``(..., dim) -> (..., out_dim)``.
+
+    Args:
+        dim: input width.  hidden: hidden width (``4 * dim`` in the papers).
+        act: activation name, e.g. ``"relu"`` (2017) or ``"gelu"`` (ViT, BERT).
+        bias: biases on both layers.  dropout: after the activation and after fc2.
+        out_dim: output width (``dim`` by default).
+    """
+
+    def __init__(self, dim: int, hidden: int, *, act: str = "gelu", bias: bool = True, dropout: float = 0.0,
+                 out_dim: int | None = None):
+        super().__init__()
+        self.act_name, self.act = act, activation(act)
+        self.fc1 = nn.Linear(dim, hidden, bias=bias)
+        self.fc2 = nn.Linear(hidden, out_dim or dim, bias=bias)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+    def extra_repr(self) -> str:
+        return f"act={self.act_name!r}"
+
+
+def swiglu_hidden_dim(dim: int, expansion: float = 4.0, multiple_of: int = 1) -> int:
+    """Hidden width of a SwiGLU with the parameters of an MLP of ``expansion * dim``.
+
+    ``int(2/3 * expansion * dim)`` rounded up to a multiple of ``multiple_of``
+    (Llama uses 256; DINOv2-g uses 8).
+    """
+    hidden = int(2 * expansion * dim / 3)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+class SwiGLU(nn.Module):
+    """Gated MLP: ``down(silu(gate(x)) * up(x))``; ``(..., dim) -> (..., dim)``.
+
+    Args:
+        dim: input and output width.  hidden: width of the gate and up projections.
+        bias: biases on the three projections (Llama: none; DINOv2: yes).
+    """
+
+    def __init__(self, dim: int, hidden: int, *, bias: bool = False, dropout: float = 0.0, act: str = "silu"):
+        super().__init__()
+        self.act_name, self.act = act, activation(act)
+        self.gate_proj = nn.Linear(dim, hidden, bias=bias)
+        self.up_proj = nn.Linear(dim, hidden, bias=bias)
+        self.down_proj = nn.Linear(hidden, dim, bias=bias)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.drop(self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x)))
+
+
+def make_mlp(kind: str, dim: int, hidden: int, *, bias: bool = True, dropout: float = 0.0) -> nn.Module:
+    """``"relu"``, ``"gelu"``, ``"gelu_tanh"`` (an :class:`MLP`) or ``"swiglu"``."""
+    if kind == "swiglu":
+        return SwiGLU(dim, hidden, bias=bias, dropout=dropout)
+    return MLP(dim, hidden, act=kind, bias=bias, dropout=dropout)

@@ -1,0 +1,128 @@
+"""Normalization layers: LayerNorm and RMSNorm, written out (chapter 04).
+
+Both normalize each token's feature vector on its own (never across the batch
+or the sequence, unlike BatchNorm), then rescale it with a learned gain:
+
+* **LayerNorm** (Ba et al., 2016): ``y = (x - mean(x)) / sqrt(var(x) + eps) * gamma + beta``,
+  the mean and the (biased) variance taken over the last axis.
+* **RMSNorm** (Zhang & Sennrich, 2019): ``y = x / sqrt(mean(x^2) + eps) * gamma``:
+  no centering and no shift, only the magnitude is normalized.
+
+Under half precision the statistics are computed in float32 and the result is
+cast back: a sum of squares of bf16 numbers loses most of its digits.
+
+Each layer has the explicit path (``fused=False``), which the book walks
+through, and PyTorch's fused kernel (``fused=True``, the default), which the
+models use for speed; they agree to floating-point error.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["layer_norm", "rms_norm", "LayerNorm", "RMSNorm", "make_norm"]
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """LayerNorm over the last axis, written out.
+
+    Args:
+        x: ``(..., dim)``.
+        weight, bias: ``(dim,)`` gain ``gamma`` and shift ``beta`` (or None).
+    Returns:
+        ``(..., dim)`` in the dtype of ``x``.
+    """
+    h = x.float() if x.dtype in _HALF else x
+    mean = h.mean(dim=-1, keepdim=True)
+    var = (h - mean).pow(2).mean(dim=-1, keepdim=True)  # biased, as in the paper
+    y = (h - mean) * torch.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight.to(y.dtype)
+    if bias is not None:
+        y = y + bias.to(y.dtype)
+    return y.to(x.dtype)
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
+    """RMSNorm over the last axis, written out: ``x / sqrt(mean(x^2) + eps) * weight``.
+
+    Args:
+        x: ``(..., dim)``;  weight: ``(dim,)`` or None.
+    Returns:
+        ``(..., dim)`` in the dtype of ``x``. As in Llama, the normalized
+        vector is cast back to the input dtype before the gain is applied.
+    """
+    h = x.float() if x.dtype in _HALF else x
+    y = (h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
+    return y if weight is None else y * weight.to(x.dtype)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with learnable gain and (optional) shift.
+
+    Args:
+        dim: feature width normalized over.
+        eps: added to the variance (ViT checkpoints use 1e-12 or 1e-6; the
+            2017 Transformer 1e-6; PyTorch's default is 1e-5).
+        bias: learn the shift ``beta``.
+        fused: use ``torch.nn.functional.layer_norm`` instead of the explicit path.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-5, *, bias: bool = True, fused: bool = True):
+        super().__init__()
+        self.dim, self.eps, self.fused = dim, eps, fused
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(..., dim) -> (..., dim)``."""
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"LayerNorm({self.dim}) got an input whose last axis is {x.shape[-1]}")
+        if self.fused:
+            if x.dtype in _HALF:
+                return F.layer_norm(x.float(), (self.dim,), self.weight.float(),
+                                    None if self.bias is None else self.bias.float(), self.eps).to(x.dtype)
+            return F.layer_norm(x, (self.dim,), self.weight, self.bias, self.eps)
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps}, bias={self.bias is not None}, fused={self.fused}"
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm: scale each vector to unit root-mean-square, then by a learned gain.
+
+    Args:
+        dim: feature width.  eps: added to the mean square (Llama uses 1e-5 or 1e-6).
+        fused: use ``torch.nn.functional.rms_norm`` instead of the explicit path.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6, *, fused: bool = True):
+        super().__init__()
+        self.dim, self.eps, self.fused = dim, eps, fused
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(..., dim) -> (..., dim)``."""
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"RMSNorm({self.dim}) got an input whose last axis is {x.shape[-1]}")
+        if self.fused:
+            h = x.float() if x.dtype in _HALF else x
+            return F.rms_norm(h, (self.dim,), None, self.eps).to(x.dtype) * self.weight.to(x.dtype)
+        return rms_norm(x, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps}, fused={self.fused}"
+
+
+def make_norm(kind: str, dim: int, eps: float, *, bias: bool = True) -> nn.Module:
+    """``"layernorm"`` or ``"rmsnorm"`` of width ``dim``."""
+    if kind == "layernorm":
+        return LayerNorm(dim, eps, bias=bias)
+    if kind == "rmsnorm":
+        return RMSNorm(dim, eps)
+    raise ValueError(f"unknown norm {kind!r}: expected 'layernorm' or 'rmsnorm'")

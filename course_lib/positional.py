@@ -1,0 +1,233 @@
+"""Token embeddings and positional information (chapter 01).
+
+Attention is permutation-equivariant: without positions, "herbivores eat
+plants" and "plants eat herbivores" are the same bag of tokens. This module
+holds every way the course injects order:
+
+* :class:`TokenEmbedding`: lookup scaled by ``sqrt(d_model)`` (Vaswani et al., 2017, sec. 3.4);
+* :func:`sinusoidal_encoding`: ``PE[pos, 2i] = sin(pos / base^(2i/d))``,
+  ``PE[pos, 2i+1] = cos(pos / base^(2i/d))`` (sec. 3.5), and the module
+  :class:`SinusoidalPositionalEncoding`;
+* :class:`LearnedPositionalEmbedding`: one trained vector per position (BERT, ViT);
+* rotary position embedding (RoPE; Su et al., 2021): :class:`RotaryEmbedding`,
+  :func:`apply_rope`, in the *half-split* layout (``rotate_half``) that
+  Hugging Face's Llama uses, with :func:`interleaved_to_half_split` converting
+  weights written for the interleaved layout;
+* :func:`sincos_2d`: fixed 2-D sin-cos positions for an image grid;
+* :func:`resample_pos_embed`: resize a ViT's learned grid of positions to
+  another resolution (bicubic, as in ViT's fine-tuning at higher resolution).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "TokenEmbedding",
+    "sinusoidal_encoding",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "rope_cos_sin",
+    "rotate_half",
+    "apply_rope",
+    "RotaryEmbedding",
+    "interleaved_to_half_split",
+    "sincos_2d",
+    "resample_pos_embed",
+]
+
+
+class TokenEmbedding(nn.Module):
+    """Token ids ``(batch, seq)`` -> vectors ``(batch, seq, d_model)``, times ``sqrt(d_model)`` if ``scale``.
+
+    The lookup equals a one-hot row vector times the ``(vocab, d_model)`` matrix.
+    The 2017 Transformer multiplies by ``sqrt(d_model)`` because it shares this
+    matrix with the output projection, whose initialisation keeps entries small.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, *, scale: bool = True, padding_idx: int | None = None):
+        super().__init__()
+        self.d_model, self.scale = d_model, scale
+        self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
+        self.padding_idx = padding_idx
+        nn.init.normal_(self.weight, std=d_model**-0.5 if scale else 0.02)
+        if padding_idx is not None:
+            with torch.no_grad():
+                self.weight[padding_idx].zero_()
+
+    def forward(self, ids: Tensor) -> Tensor:
+        x = F.embedding(ids, self.weight, self.padding_idx)
+        return x * math.sqrt(self.d_model) if self.scale else x
+
+
+def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0, *, offset: int = 0,
+                        device=None, dtype=torch.float32) -> Tensor:
+    """The fixed sinusoidal table ``(n_positions, d_model)``: sines in even columns, cosines in odd ones.
+
+    Pair ``i`` (columns ``2i, 2i+1``) rotates with angular frequency
+    ``base^(-2i/d_model)``, wavelengths from ``2 pi`` to ``2 pi * base``. Moving
+    ``k`` positions rotates every pair by the angle ``k * frequency``, a linear
+    map that does not depend on the position: ``PE[pos + k] = R_k PE[pos]``.
+    """
+    if d_model % 2:
+        raise ValueError(f"d_model must be even for sinusoidal encodings, got {d_model}")
+    pos = torch.arange(offset, offset + n_positions, device=device, dtype=torch.float64)[:, None]
+    freq = base ** (-torch.arange(0, d_model, 2, device=device, dtype=torch.float64) / d_model)
+    angles = pos * freq
+    pe = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # interleave sin, cos
+    return pe.to(dtype)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds :func:`sinusoidal_encoding` to ``(batch, seq, d_model)`` inputs (no parameters)."""
+
+    def __init__(self, d_model: int, max_len: int = 4096, base: float = 10000.0, dropout: float = 0.0):
+        super().__init__()
+        self.max_len = max_len
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, base), persistent=False)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        n = x.shape[1]
+        if offset + n > self.max_len:
+            raise ValueError(f"sequence of length {n} at offset {offset} exceeds max_len={self.max_len}")
+        return self.drop(x + self.pe[offset:offset + n].to(x.dtype))
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """Adds one learned vector per position: ``(batch, seq, d_model)``, ``seq <= max_len``."""
+
+    def __init__(self, max_len: int, d_model: int, *, std: float = 0.02):
+        super().__init__()
+        self.max_len = max_len
+        self.weight = nn.Parameter(torch.randn(max_len, d_model) * std)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        n = x.shape[1]
+        if offset + n > self.max_len:
+            raise ValueError(f"sequence of length {n} at offset {offset} exceeds the {self.max_len} learned positions")
+        return x + self.weight[offset:offset + n]
+
+
+# ------------------------------------------------------------------ RoPE
+def rope_cos_sin(positions: Tensor, head_dim: int, base: float = 10000.0, dtype=torch.float32) -> tuple[Tensor, Tensor]:
+    """cos and sin tables for RoPE in the half-split layout.
+
+    Args:
+        positions: integer positions ``(..., seq)``.
+    Returns:
+        ``cos, sin`` of shape ``(..., seq, head_dim)``; the ``head_dim/2``
+        frequencies ``base^(-2i/head_dim)`` appear twice, once per half.
+    """
+    if head_dim % 2:
+        raise ValueError(f"head_dim must be even for RoPE, got {head_dim}")
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+    angles = positions.float()[..., None] * inv_freq  # (..., seq, head_dim/2)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """``[x1, x2] -> [-x2, x1]`` on the last axis split in two halves."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate pairs ``(x_i, x_{i + d/2})`` of ``x`` by position-dependent angles.
+
+    Args:
+        x: ``(batch, heads, seq, head_dim)``.
+        cos, sin: ``(seq, head_dim)`` or ``(batch, seq, head_dim)`` from :func:`rope_cos_sin`.
+    Returns:
+        the rotated ``x``. The dot product of a rotated query at ``m`` and key at
+        ``n`` depends on ``m - n`` only: relative position from absolute rotations.
+    """
+    if cos.ndim == 3:  # per-batch positions: add the head axis
+        cos, sin = cos[:, None], sin[:, None]
+    return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    """Precomputed RoPE tables; ``forward(positions)`` returns ``(cos, sin)`` for :func:`apply_rope`."""
+
+    def __init__(self, head_dim: int, max_positions: int = 4096, base: float = 10000.0):
+        super().__init__()
+        self.head_dim, self.max_positions, self.base = head_dim, max_positions, base
+        cos, sin = rope_cos_sin(torch.arange(max_positions), head_dim, base)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """``positions``: ``(seq,)`` or ``(batch, seq)`` integers below ``max_positions``."""
+        return self.cos[positions], self.sin[positions]
+
+
+def interleaved_to_half_split(weight: Tensor, n_heads: int) -> Tensor:
+    """Permute a q or k projection's output rows from the interleaved RoPE layout to the half-split one.
+
+    Interleaved RoPE (the original paper, GPT-J, Meta's Llama release) rotates
+    adjacent pairs ``(x_0, x_1), (x_2, x_3), ...``; the half-split layout rotates
+    ``(x_i, x_{i + d/2})``. Reordering each head's output features as
+    ``[0, 2, 4, ..., 1, 3, 5, ...]`` turns one into the other.
+
+    Args:
+        weight: ``(n_heads * head_dim, in_features)`` (or a bias ``(n_heads * head_dim,)``).
+    """
+    out = weight.shape[0]
+    if out % n_heads or (out // n_heads) % 2:
+        raise ValueError(f"{out} output features do not split into {n_heads} heads of even width")
+    head_dim = out // n_heads
+    rest = weight.shape[1:]
+    w = weight.reshape(n_heads, head_dim // 2, 2, *rest).transpose(1, 2)
+    return w.reshape(out, *rest)
+
+
+# ------------------------------------------------------------------ images
+def sincos_2d(grid_h: int, grid_w: int, dim: int, temperature: float = 10000.0, dtype=torch.float32) -> Tensor:
+    """Fixed 2-D sin-cos positions ``(grid_h * grid_w, dim)`` for a patch grid, row-major.
+
+    A quarter of the channels each hold sin(y), cos(y), sin(x), cos(x) at
+    ``dim/4`` frequencies, so that both axes get the 1-D encoding's properties.
+    """
+    if dim % 4:
+        raise ValueError(f"dim must be divisible by 4 for 2-D sin-cos positions, got {dim}")
+    y, x = torch.meshgrid(torch.arange(grid_h, dtype=torch.float64), torch.arange(grid_w, dtype=torch.float64), indexing="ij")
+    omega = temperature ** (-torch.arange(dim // 4, dtype=torch.float64) / (dim // 4))
+    y, x = y.flatten()[:, None] * omega, x.flatten()[:, None] * omega
+    return torch.cat([y.sin(), y.cos(), x.sin(), x.cos()], dim=1).to(dtype)
+
+
+def resample_pos_embed(pos_embed: Tensor, new_grid: tuple[int, int], *, old_grid: tuple[int, int] | None = None,
+                       num_prefix_tokens: int = 1, mode: str = "bicubic", antialias: bool = False) -> Tensor:
+    """Resize a ViT's learned positions to another patch grid.
+
+    Args:
+        pos_embed: ``(1, num_prefix_tokens + H*W, dim)``: prefix tokens (CLS,
+            registers) first, then the grid in row-major order.
+        new_grid: ``(H', W')``.  old_grid: ``(H, W)``; a square grid if None.
+        mode: ``"bicubic"`` (ViT, DINOv2) or ``"bilinear"``.  antialias: smooth
+            before shrinking (matters only when ``H' < H``).
+    Returns:
+        ``(1, num_prefix_tokens + H'*W', dim)`` in the input dtype; the
+        interpolation runs in float32. Prefix tokens are kept as they are.
+    """
+    prefix, grid = pos_embed[:, :num_prefix_tokens], pos_embed[:, num_prefix_tokens:]
+    n, dim = grid.shape[1], grid.shape[2]
+    if old_grid is None:
+        side = math.isqrt(n)
+        if side * side != n:
+            raise ValueError(f"{n} grid positions are not a square; pass old_grid=(H, W)")
+        old_grid = (side, side)
+    if old_grid[0] * old_grid[1] != n:
+        raise ValueError(f"old_grid {old_grid} has {old_grid[0] * old_grid[1]} positions, pos_embed has {n}")
+    if tuple(new_grid) == tuple(old_grid):
+        return pos_embed
+    img = grid.reshape(1, old_grid[0], old_grid[1], dim).permute(0, 3, 1, 2).float()
+    img = F.interpolate(img, size=tuple(new_grid), mode=mode, align_corners=False, antialias=antialias)
+    grid = img.permute(0, 2, 3, 1).reshape(1, new_grid[0] * new_grid[1], dim).to(pos_embed.dtype)
+    return torch.cat([prefix, grid], dim=1)
