@@ -1,0 +1,59 @@
+"""course_lib reads like the book: lower chapters never import higher ones."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from nbtools import ROOT
+
+#: module -> the chapter that teaches it
+CHAPTER = {
+    "tokenizer": 1, "positional": 1, "attention": 2, "norms": 4, "mlp": 5, "blocks": 5,
+    "seq2seq": 6, "decoder_lm": 7, "vit": 9, "dinov2": 10, "swin": 11,
+}
+#: tools around the book, free to import any chapter's module
+UTILITIES = {"__init__", "grading", "training", "data", "interop"}
+
+
+def course_lib_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("course_lib"):
+            parts = node.module.split(".")
+            found.update([parts[1]] if len(parts) > 1 else [a.name for a in node.names])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("course_lib."):
+                    found.add(alias.name.split(".")[1])
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            for n in names:
+                assert not n.split(".")[0] in {"chapters", "exercises", "solutions", "tests", "nbtools"}, (
+                    f"{path.name} imports {n}: course_lib never imports the book, the exercises or the tests"
+                )
+    return found
+
+
+MODULES = sorted(p for p in (ROOT / "course_lib").glob("*.py"))
+
+
+def test_every_module_is_assigned_to_a_chapter_or_is_a_utility():
+    unknown = {p.stem for p in MODULES} - set(CHAPTER) - UTILITIES
+    assert not unknown, f"modules with no chapter in tests/test_structure.py: {unknown}"
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if p.stem in CHAPTER], ids=lambda p: p.stem)
+def test_a_module_imports_only_its_own_or_earlier_chapters(path):
+    mine = CHAPTER[path.stem]
+    for dep in course_lib_imports(path):
+        assert dep not in UTILITIES or dep == "__init__", f"{path.stem} imports the utility {dep}"
+        assert CHAPTER.get(dep, 0) <= mine, f"{path.stem} (chapter {mine}) imports {dep} (chapter {CHAPTER[dep]})"
+
+
+@pytest.mark.parametrize("path", MODULES + sorted((ROOT / "course_lib" / "interop").glob("*.py")), ids=lambda p: p.stem)
+def test_course_lib_never_imports_the_book_or_the_tests(path):
+    course_lib_imports(path)
