@@ -1,0 +1,319 @@
+"""The Vision Transformer (chapter 09): an image is a sequence of patches.
+
+Dosovitskiy et al. (2021), "An Image is Worth 16x16 Words", section 3.1::
+
+    z_0 = [x_class; x_p^1 E; ...; x_p^N E] + E_pos        (eq. 1)
+    z'_l = MSA(LN(z_{l-1})) + z_{l-1}                     (eq. 2)
+    z_l  = MLP(LN(z'_l)) + z'_l                           (eq. 3)
+    y    = LN(z_L^0)                                      (eq. 4)
+
+An image ``(batch, channels, H, W)`` is cut into ``N = (H/P) * (W/P)`` patches
+of ``P x P`` pixels, each flattened and projected linearly (``E``) to ``dim``
+features; a learned CLS token is prepended and learned positions added. The
+encoder is a stack of pre-norm :class:`~course_lib.blocks.EncoderBlock` s,
+the same attention and MLP as every other model of the course.
+
+Notation: ``B`` batch, ``C`` channels, ``P`` patch size, ``(gh, gw)`` the patch
+grid, ``N = gh * gw`` patches, ``T`` tokens (prefix tokens + ``N``), ``D`` = ``dim``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from course_lib.blocks import BlockConfig, EncoderBlock
+from course_lib.norms import LayerNorm
+from course_lib.positional import resample_pos_embed
+
+__all__ = ["patchify", "PatchEmbed", "ViTConfig", "PRESETS", "ViT"]
+
+
+# --------------------------------------------------------------------------
+# Patches
+# --------------------------------------------------------------------------
+def patchify(images: Tensor, patch: int) -> Tensor:
+    """Cut images into non-overlapping ``patch x patch`` squares and flatten each.
+
+    Args:
+        images: ``(B, C, H, W)``, ``H`` and ``W`` multiples of ``patch``.
+    Returns:
+        ``(B, N, C * P * P)``, patches in row-major grid order; each vector is
+        ordered ``(channel, row, column)``, the order of a ``Conv2d`` weight
+        ``(D, C, P, P)`` flattened, so ``patchify(x) @ W.reshape(D, -1).T + b``
+        equals the strided convolution of :class:`PatchEmbed`.
+    """
+    b, c, h, w = images.shape
+    if h % patch or w % patch:
+        raise ValueError(f"image size {h}x{w} is not divisible by patch size {patch}")
+    x = images.reshape(b, c, h // patch, patch, w // patch, patch)
+    x = x.permute(0, 2, 4, 1, 3, 5)  # (B, gh, gw, C, P, P)
+    return x.reshape(b, (h // patch) * (w // patch), c * patch * patch)
+
+
+class PatchEmbed(nn.Module):
+    """Patches to vectors: a ``Conv2d`` with kernel = stride = ``patch_size``.
+
+    A convolution whose kernel tiles the image without overlap is a linear map
+    applied to each patch: the same as :func:`patchify` then ``nn.Linear``
+    (see :meth:`forward_unfold`). The convolution is simply the fast way.
+    """
+
+    def __init__(self, patch_size: int, in_chans: int, dim: int):
+        super().__init__()
+        self.patch_size, self.in_chans = patch_size, in_chans
+        self.proj = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
+
+    def grid_size(self, images: Tensor) -> tuple[int, int]:
+        """The patch grid ``(gh, gw)`` of ``(B, C, H, W)`` images; ValueError if they do not fit."""
+        if images.ndim != 4:
+            raise ValueError(f"expected images of shape (batch, channels, height, width), got {tuple(images.shape)}")
+        _, c, h, w = images.shape
+        p = self.patch_size
+        if c != self.in_chans:
+            raise ValueError(f"images have {c} channels but the model expects in_chans={self.in_chans}")
+        if h % p or w % p:
+            raise ValueError(f"image size {h}x{w} (height x width) is not divisible by patch_size={p}: "
+                             f"height and width must both be multiples of {p}")
+        return h // p, w // p
+
+    def forward(self, images: Tensor) -> Tensor:
+        """``(B, C, H, W) -> (B, N, D)``, patches in row-major order."""
+        self.grid_size(images)
+        return self.proj(images).flatten(2).transpose(1, 2)
+
+    def forward_unfold(self, images: Tensor) -> Tensor:
+        """The same result with ``F.unfold`` + a matrix product, for the book's derivation.
+
+        ``F.unfold`` returns ``(B, C * P * P, N)`` with each column ordered
+        ``(channel, row, column)``, the same as :func:`patchify` and as the
+        flattened conv weight.
+        """
+        self.grid_size(images)
+        cols = F.unfold(images, kernel_size=self.patch_size, stride=self.patch_size).transpose(1, 2)
+        return F.linear(cols, self.proj.weight.flatten(1), self.proj.bias)
+
+
+# --------------------------------------------------------------------------
+# Config
+# --------------------------------------------------------------------------
+@dataclass
+class ViTConfig:
+    """A Vision Transformer's hyper-parameters (defaults: ViT-B/16 at 224 px).
+
+    Attributes:
+        image_size: native resolution, ``int`` (square) or ``(H, W)``; sets the
+            grid of learned positions, which are resampled for other sizes.
+        patch_size, in_chans: patch side ``P`` and input channels ``C``.
+        dim, depth, n_heads: width ``D``, number of blocks, attention heads.
+        mlp_ratio / mlp_hidden: MLP hidden width ``mlp_ratio * dim`` unless
+            ``mlp_hidden`` is given.  mlp: ``"gelu"``, ``"gelu_tanh"``, ``"relu"``,
+            ``"silu"``, ``"quick_gelu"`` or ``"swiglu"``.
+        qkv_bias: biases of the q/k/v projections.  norm_eps: LayerNorm epsilon
+            (the JAX original and timm use 1e-6; Hugging Face ViT 1e-12).
+        pool: ``"cls"`` (token 0) or ``"mean"`` (over patch tokens) before the head.
+        num_classes: classifier outputs; 0 means no head (``forward`` returns pooled features).
+        class_token: prepend a learned CLS token (required by ``pool="cls"``).
+        dropout: after the embeddings, inside residual branches and before the head.
+        attn_dropout: on the attention weights.
+        drop_path_rate: stochastic depth of the last block; block ``i`` gets
+            ``drop_path_rate * i / (depth - 1)`` (linearly increasing).
+        attn_impl: ``"eager"`` (math path) or ``"sdpa"`` (fused kernel).
+        layerscale: initial LayerScale gain, or None for none (plain ViT).
+        pos_antialias: antialiased bicubic when resampling positions (DINOv2 with registers).
+    """
+
+    image_size: int | tuple[int, int] = 224
+    patch_size: int = 16
+    in_chans: int = 3
+    dim: int = 768
+    depth: int = 12
+    n_heads: int = 12
+    mlp_ratio: float = 4.0
+    mlp_hidden: int | None = None
+    mlp: str = "gelu"
+    qkv_bias: bool = True
+    norm_eps: float = 1e-6
+    pool: str = "cls"
+    num_classes: int = 1000
+    class_token: bool = True
+    dropout: float = 0.0
+    attn_dropout: float = 0.0
+    drop_path_rate: float = 0.0
+    attn_impl: str = "sdpa"
+    layerscale: float | None = None
+    pos_antialias: bool = False
+
+    def __post_init__(self):
+        if self.pool not in ("cls", "mean"):
+            raise ValueError(f"pool must be 'cls' or 'mean', got {self.pool!r}")
+        if self.pool == "cls" and not self.class_token:
+            raise ValueError("pool='cls' needs class_token=True; use pool='mean' without a CLS token")
+        if self.dim % self.n_heads:
+            raise ValueError(f"dim={self.dim} must be divisible by n_heads={self.n_heads}")
+        h, w = self.image_hw
+        if h % self.patch_size or w % self.patch_size:
+            raise ValueError(f"image_size {h}x{w} is not divisible by patch_size={self.patch_size}")
+
+    @property
+    def image_hw(self) -> tuple[int, int]:
+        s = self.image_size
+        return (s, s) if isinstance(s, int) else (int(s[0]), int(s[1]))
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """The native patch grid ``(gh, gw)``."""
+        h, w = self.image_hw
+        return h // self.patch_size, w // self.patch_size
+
+    def mlp_hidden_dim(self) -> int:
+        return self.mlp_hidden if self.mlp_hidden is not None else int(self.dim * self.mlp_ratio)
+
+    def block_config(self, drop_path: float = 0.0) -> BlockConfig:
+        return BlockConfig(dim=self.dim, n_heads=self.n_heads, mlp_hidden=self.mlp_hidden_dim(), mlp=self.mlp,
+                           norm="layernorm", norm_eps=self.norm_eps, norm_position="pre", qkv_bias=self.qkv_bias,
+                           dropout=self.dropout, attn_dropout=self.attn_dropout, layerscale=self.layerscale,
+                           drop_path=drop_path, attn_impl=self.attn_impl)
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "ViTConfig":
+        """A named size from :data:`PRESETS`, with optional field overrides."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown ViT preset {name!r}; known: {sorted(PRESETS)}")
+        return replace(cls(**PRESETS[name]), **overrides)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+#: Published sizes (Dosovitskiy et al., 2021, table 1; Ti and S from DeiT) and tiny CPU ones.
+PRESETS: dict[str, dict] = {
+    "vit-ti/16": dict(dim=192, depth=12, n_heads=3),
+    "vit-s/16": dict(dim=384, depth=12, n_heads=6),
+    "vit-b/16": dict(dim=768, depth=12, n_heads=12),
+    "vit-b/32": dict(dim=768, depth=12, n_heads=12, patch_size=32),
+    "vit-l/16": dict(dim=1024, depth=24, n_heads=16),
+    "vit-h/14": dict(dim=1280, depth=32, n_heads=16, patch_size=14),
+    "vit-tiny-test": dict(image_size=32, patch_size=8, dim=32, depth=2, n_heads=4, num_classes=10),
+    "vit-tiny-mean-test": dict(image_size=32, patch_size=8, dim=32, depth=2, n_heads=4, num_classes=10,
+                               pool="mean", class_token=False),
+}
+
+
+# --------------------------------------------------------------------------
+# Model
+# --------------------------------------------------------------------------
+class ViT(nn.Module):
+    """Vision Transformer: patch embedding, CLS token, learned positions, pre-norm encoder, head.
+
+    ``forward_features`` gives the normalized tokens (Hugging Face's
+    ``last_hidden_state``), ``forward_head`` pools and classifies them.
+    """
+
+    def __init__(self, cfg: ViTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.grid = cfg.grid
+        self.patch_embed = PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.dim)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.class_token else None
+        self.n_pos_prefix = int(cfg.class_token)  # prefix tokens that carry a learned position
+        n_pos = self.n_pos_prefix + self.grid[0] * self.grid[1]
+        self.pos_embed = nn.Parameter(torch.randn(1, n_pos, cfg.dim) * 0.02)
+        self.pos_drop = nn.Dropout(cfg.dropout)
+        rates = [cfg.drop_path_rate * i / max(cfg.depth - 1, 1) for i in range(cfg.depth)]
+        self.blocks = nn.ModuleList(EncoderBlock(cfg.block_config(r)) for r in rates)
+        self.norm = LayerNorm(cfg.dim, cfg.norm_eps)
+        self.head_drop = nn.Dropout(cfg.dropout)
+        self.head = nn.Linear(cfg.dim, cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
+        self._init_weights()
+
+    def _init_weights(self):
+        if self.cls_token is not None:
+            nn.init.normal_(self.cls_token, std=1e-6)
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+    @property
+    def num_prefix_tokens(self) -> int:
+        """Tokens before the patches in the sequence (CLS; DINOv2 adds registers)."""
+        return int(self.cls_token is not None)
+
+    def pos_embed_for(self, grid: tuple[int, int]) -> Tensor:
+        """Learned positions ``(1, n_pos_prefix + gh * gw, D)`` for a patch grid, resampled
+        bicubically (in float32) from the native grid when it differs."""
+        return resample_pos_embed(self.pos_embed, grid, old_grid=self.grid, num_prefix_tokens=self.n_pos_prefix,
+                                  mode="bicubic", antialias=self.cfg.pos_antialias)
+
+    def _prepend_cls_add_pos(self, patches: Tensor, grid: tuple[int, int]) -> Tensor:
+        """``(B, N, D) -> (B, n_pos_prefix + N, D)``: eq. 1 without the projection."""
+        if self.cls_token is not None:
+            patches = torch.cat([self.cls_token.expand(patches.shape[0], -1, -1).to(patches.dtype), patches], dim=1)
+        return patches + self.pos_embed_for(grid)
+
+    def embed(self, images: Tensor) -> Tensor:
+        """``(B, C, H, W) -> (B, 1 + N, D)``: the encoder's input ``z_0`` (eq. 1)."""
+        grid = self.patch_embed.grid_size(images)
+        return self.pos_drop(self._prepend_cls_add_pos(self.patch_embed(images), grid))
+
+    def encode(self, tokens: Tensor) -> Tensor:
+        """``(B, T, D) -> (B, T, D)``: the blocks (eqs. 2-3) then the final LayerNorm (eq. 4)."""
+        for block in self.blocks:
+            tokens = block(tokens)
+        return self.norm(tokens)
+
+    def forward_features(self, images: Tensor) -> Tensor:
+        """``(B, C, H, W) -> (B, 1 + N, D)``, the normalized tokens (HF ``last_hidden_state``).
+
+        Any ``H, W`` that are multiples of the patch size work: the positions are
+        resampled to the grid (as HF's ``interpolate_pos_encoding=True``).
+        """
+        return self.encode(self.embed(images))
+
+    def forward_head(self, features: Tensor, pre_logits: bool = False) -> Tensor:
+        """``(B, T, D) -> (B, num_classes)``; ``(B, D)`` pooled features if ``pre_logits``.
+
+        ``pool="cls"`` reads token 0 only; ``"mean"`` averages the patch tokens
+        (prefix tokens excluded).
+        """
+        if self.cfg.pool == "cls":
+            pooled = features[:, 0]
+        else:
+            pooled = features[:, self.num_prefix_tokens:].mean(dim=1)
+        pooled = self.head_drop(pooled)
+        return pooled if pre_logits else self.head(pooled)
+
+    def forward(self, images: Tensor) -> Tensor:
+        """``(B, C, H, W) -> (B, num_classes)`` logits (pooled ``(B, D)`` if ``num_classes == 0``)."""
+        return self.forward_head(self.forward_features(images))
+
+    @torch.no_grad()
+    def get_attention_maps(self, images: Tensor) -> list[Tensor]:
+        """Attention weights of every block: a list of ``depth`` tensors ``(B, heads, T, T)``.
+
+        Runs each block's two residual sublayers by hand, asking the attention
+        for its weights (``return_weights=True``, always the math path). No
+        gradients are recorded.
+        """
+        x, maps = self.embed(images), []
+        for block in self.blocks:
+            def attend(h, block=block):
+                out, w = block.attn(h, return_weights=True)
+                maps.append(w)
+                return out
+            x = block.attn_res(x, attend)
+            x = block.mlp_res(x, block.mlp)
+        return maps
+
+    def num_params(self, include_embeddings: bool = True) -> int:
+        """Parameter count; without the position table (and CLS) if ``include_embeddings=False``."""
+        n = sum(p.numel() for p in self.parameters())
+        if not include_embeddings:
+            n -= self.pos_embed.numel() + (self.cls_token.numel() if self.cls_token is not None else 0)
+        return n
