@@ -137,9 +137,21 @@ class EncoderBlock(nn.Module):
         self.attn_res, self.mlp_res = _Residual(cfg), _Residual(cfg)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, *, is_causal: bool = False, bias: Tensor | None = None,
-                rope: tuple[Tensor, Tensor] | None = None, cache: KVCache | None = None) -> Tensor:
-        x = self.attn_res(x, lambda h: self.attn(h, mask=mask, is_causal=is_causal, bias=bias, rope=rope, cache=cache))
-        return self.mlp_res(x, self.mlp)
+                rope: tuple[Tensor, Tensor] | None = None, cache: KVCache | None = None,
+                return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """``x``: ``(batch, seq, dim)``. With ``return_weights``, also the attention weights ``(batch, heads, seq, seq)``."""
+        weights = []
+
+        def attend(h):
+            out = self.attn(h, mask=mask, is_causal=is_causal, bias=bias, rope=rope, cache=cache,
+                            return_weights=return_weights)
+            if return_weights:
+                out, w = out
+                weights.append(w)
+            return out
+
+        x = self.mlp_res(self.attn_res(x, attend), self.mlp)
+        return (x, weights[0]) if return_weights else x
 
 
 class DecoderBlock(nn.Module):

@@ -297,18 +297,13 @@ class ViT(nn.Module):
     def get_attention_maps(self, images: Tensor) -> list[Tensor]:
         """Attention weights of every block: a list of ``depth`` tensors ``(B, heads, T, T)``.
 
-        Runs each block's two residual sublayers by hand, asking the attention
-        for its weights (``return_weights=True``, always the math path). No
-        gradients are recorded.
+        Each block is asked for its weights (``return_weights=True``, always the
+        math path); the outputs are those of :meth:`forward_features` up to the final norm.
         """
         x, maps = self.embed(images), []
         for block in self.blocks:
-            def attend(h, block=block):
-                out, w = block.attn(h, return_weights=True)
-                maps.append(w)
-                return out
-            x = block.attn_res(x, attend)
-            x = block.mlp_res(x, block.mlp)
+            x, w = block(x, return_weights=True)
+            maps.append(w)
         return maps
 
     def num_params(self, include_embeddings: bool = True) -> int:
