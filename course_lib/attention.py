@@ -322,6 +322,11 @@ class KVCache(nn.Module):
         self.length += n_new
         return self.k[:, :, :self.length], self.v[:, :, :self.length]
 
+    def reorder(self, rows: Tensor) -> None:
+        """Keep batch rows ``rows`` (``(batch,)`` indices, repeats allowed), as beam search does."""
+        self.k.copy_(self.k.index_select(0, rows))
+        self.v.copy_(self.v.index_select(0, rows))
+
     def reset(self) -> None:
         self.length = 0
 

@@ -68,6 +68,7 @@ class BlockConfig:
 
     Attributes:
         dim, n_heads: model width and query heads.  n_kv_heads: GQA key/value heads.
+        head_dim: width per head (``dim // n_heads`` if None).
         mlp_hidden: hidden width of the MLP.  mlp: ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` or ``"swiglu"``.
         norm: ``"layernorm"`` or ``"rmsnorm"``; norm_eps its epsilon; norm_position one of :data:`NORM_POSITIONS`.
         qkv_bias, out_bias, mlp_bias: biases of the projections.
@@ -81,6 +82,7 @@ class BlockConfig:
     n_heads: int
     mlp_hidden: int
     n_kv_heads: int | None = None
+    head_dim: int | None = None
     mlp: str = "gelu"
     norm: str = "layernorm"
     norm_eps: float = 1e-5
@@ -119,7 +121,7 @@ class _Residual(nn.Module):
 
 
 def _attention(cfg: BlockConfig, kv_dim: int | None = None) -> MultiHeadAttention:
-    return MultiHeadAttention(cfg.dim, cfg.n_heads, n_kv_heads=cfg.n_kv_heads, qkv_bias=cfg.qkv_bias,
+    return MultiHeadAttention(cfg.dim, cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, qkv_bias=cfg.qkv_bias,
                               out_bias=cfg.out_bias, dropout=cfg.attn_dropout, attn_impl=cfg.attn_impl, kv_dim=kv_dim)
 
 

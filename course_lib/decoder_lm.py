@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.attention import ATTN_IMPLS, KVCache, MultiHeadAttention
+from course_lib.attention import ATTN_IMPLS, KVCache
 from course_lib.blocks import BlockConfig, EncoderBlock
 from course_lib.mlp import swiglu_hidden_dim
 from course_lib.norms import RMSNorm
@@ -119,18 +119,14 @@ class DecoderLM(nn.Module):
     def __init__(self, cfg: DecoderLMConfig):
         super().__init__()
         self.cfg = cfg
-        block = BlockConfig(dim=cfg.dim, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, mlp_hidden=cfg.mlp_hidden,
+        block = BlockConfig(dim=cfg.dim, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
+                            mlp_hidden=cfg.mlp_hidden,
                             mlp="swiglu", norm="rmsnorm", norm_eps=cfg.norm_eps, norm_position="pre",
                             qkv_bias=cfg.attn_bias, out_bias=cfg.attn_bias, mlp_bias=cfg.mlp_bias,
                             dropout=cfg.dropout, attn_impl=cfg.attn_impl)
         self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.dim, scale=False)
         self.rope = RotaryEmbedding(cfg.head_dim, cfg.max_seq_len, cfg.rope_base)
         self.blocks = nn.ModuleList([EncoderBlock(block) for _ in range(cfg.n_layers)])
-        if cfg.head_dim * cfg.n_heads != cfg.dim:
-            # BlockConfig has no head_dim: give such blocks an attention of the right head width.
-            for b in self.blocks:
-                b.attn = MultiHeadAttention(cfg.dim, cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
-                                            bias=cfg.attn_bias, attn_impl=cfg.attn_impl)
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         self.apply(self._init_weights)

@@ -401,8 +401,7 @@ def beam_search(model: Seq2SeqTransformer, src: Tensor, beam_size: int = 4, max_
         tokens = torch.cat([tokens[src_rows], tok.flatten()[:, None]], dim=1)
         if caches is not None:
             for c in caches:
-                c.k.copy_(c.k.index_select(0, src_rows))
-                c.v.copy_(c.v.index_select(0, src_rows))
+                c.reorder(src_rows)
         if done.all():
             break
     return tokens[:, 1:].view(b, k, -1), scores

@@ -16,7 +16,9 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
+from course_lib.decoder_lm import DecoderLM, DecoderLMConfig
 from course_lib.dinov2 import DINOv2, DINOv2Config
+from course_lib.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from course_lib.swin import Swin, SwinConfig
 from course_lib.vit import ViT, ViTConfig
 
@@ -70,3 +72,39 @@ def test_forward_in_float64_and_bfloat16(name):
         low = model.bfloat16()(x.bfloat16())
     assert low.dtype == torch.bfloat16
     assert (low.double() - ref).abs().max() < 0.1 * ref.abs().max() + 0.1
+
+
+def sequence_models():
+    return {
+        "decoder-lm": lambda impl: DecoderLM(DecoderLMConfig.preset("tiny", attn_impl=impl)),
+        "seq2seq": lambda impl: Seq2SeqTransformer(Seq2SeqConfig.preset("tiny", attn_impl=impl)),
+    }
+
+
+def run_sequence_model(name, model, device):
+    if name == "decoder-lm":
+        return model(torch.zeros(2, 7, dtype=torch.long, device=device))
+    return model(torch.zeros(2, 5, dtype=torch.long, device=device), torch.zeros(2, 6, dtype=torch.long, device=device))
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+@pytest.mark.parametrize("name", list(sequence_models()))
+def test_sequence_models_run_on_the_meta_device(name, impl):
+    model = sequence_models()[name](impl).eval().to("meta")
+    assert run_sequence_model(name, model, "meta").device.type == "meta"
+
+
+@pytest.mark.parametrize("name", list(sequence_models()))
+def test_sequence_models_make_no_host_sync(name):
+    model = sequence_models()[name]("sdpa").eval()
+    with torch.no_grad(), NoHostSync():
+        run_sequence_model(name, model, "cpu")
+
+
+def test_cached_decoding_step_makes_no_host_sync():
+    model = sequence_models()["decoder-lm"]("sdpa").eval()
+    caches = model.make_caches(2, 16)
+    with torch.no_grad():
+        model(torch.zeros(2, 4, dtype=torch.long), caches=caches)
+        with NoHostSync():
+            model(torch.zeros(2, 1, dtype=torch.long), caches=caches)

@@ -41,16 +41,19 @@ SUPPORTED = {
 }
 
 
-def from_hf(hf_model: nn.Module) -> nn.Module:
-    """The course_lib model equivalent to ``hf_model``, with its weights, in eval mode."""
+def from_hf(hf_model: nn.Module, **options) -> nn.Module:
+    """The course_lib model equivalent to ``hf_model``, with its weights, in eval mode.
+
+    ``options`` go to the family's converter, e.g. ``attn_impl="eager"``.
+    """
     name = type(hf_model).__name__
     if name not in SUPPORTED:
         raise ValueError(f"cannot convert {name}: supported Hugging Face classes are {sorted(SUPPORTED)}")
     family = importlib.import_module(f"{__name__}.{SUPPORTED[name]}")
-    return family.from_hf(hf_model).eval()
+    return family.from_hf(hf_model, **options).eval()
 
 
-def load_hf_checkpoint(path: str | Path) -> nn.Module:
+def load_hf_checkpoint(path: str | Path, **options) -> nn.Module:
     """Build the HF model stored in a local folder (``config.json`` + safetensors) and convert it.
 
     The architecture is read from ``config.json``'s ``architectures``; the
@@ -71,4 +74,4 @@ def load_hf_checkpoint(path: str | Path) -> nn.Module:
         )
     hf_class = getattr(transformers, archs[0])
     hf_model = hf_class.from_pretrained(path, local_files_only=True)
-    return from_hf(hf_model)
+    return from_hf(hf_model, **options)
