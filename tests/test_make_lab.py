@@ -42,7 +42,15 @@ def lab():
             m = re.search(rf"(http://127\.0\.0\.1:{port}/lab\?token=[0-9a-f]+)", line)
             url = m.group(1) if m else None
         assert url, "make lab printed no URL:\n" + "".join(seen)
-        yield port, url.split("token=")[1], "".join(seen)
+        token = url.split("token=")[1]
+        while True:  # the URL is printed as the server starts listening: wait until it answers
+            try:
+                request(port, token, "/api/status")
+                break
+            except OSError:
+                assert time.time() < deadline, "JupyterLab printed its URL but never answered"
+                time.sleep(0.5)
+        yield port, token, "".join(seen)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
