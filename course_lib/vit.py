@@ -62,28 +62,35 @@ class PatchEmbed(nn.Module):
     (see :meth:`forward_unfold`). The convolution is simply the fast way.
     """
 
-    def __init__(self, patch_size: int, in_chans: int, dim: int):
+    def __init__(self, patch_size: int, in_chans: int, dim: int, *, crop_remainder: bool = False):
         super().__init__()
-        self.patch_size, self.in_chans = patch_size, in_chans
+        self.patch_size, self.in_chans, self.crop_remainder = patch_size, in_chans, crop_remainder
         self.proj = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
 
     def grid_size(self, images: Tensor) -> tuple[int, int]:
-        """The patch grid ``(gh, gw)`` of ``(B, C, H, W)`` images; ValueError if they do not fit."""
+        """The patch grid ``(gh, gw)`` of ``(B, C, H, W)`` images; ValueError if they do not fit.
+
+        A side that is not a multiple of the patch size is an error, unless
+        ``crop_remainder`` is set: then the last ``H mod P`` rows and ``W mod P``
+        columns are dropped, as a strided convolution (and Hugging Face) does.
+        """
         if images.ndim != 4:
             raise ValueError(f"expected images of shape (batch, channels, height, width), got {tuple(images.shape)}")
         _, c, h, w = images.shape
         p = self.patch_size
         if c != self.in_chans:
             raise ValueError(f"images have {c} channels but the model expects in_chans={self.in_chans}")
-        if h % p or w % p:
+        if h < p or w < p:
+            raise ValueError(f"image size {h}x{w} (height x width) is smaller than one patch of {p}x{p}")
+        if (h % p or w % p) and not self.crop_remainder:
             raise ValueError(f"image size {h}x{w} (height x width) is not divisible by patch_size={p}: "
-                             f"height and width must both be multiples of {p}")
+                             f"height and width must both be multiples of {p} (or set crop_remainder)")
         return h // p, w // p
 
     def forward(self, images: Tensor) -> Tensor:
         """``(B, C, H, W) -> (B, N, D)``, patches in row-major order."""
         self.grid_size(images)
-        return self.proj(images).flatten(2).transpose(1, 2)
+        return self.proj(images).flatten(2).transpose(1, 2)  # the conv drops any remainder itself
 
     def forward_unfold(self, images: Tensor) -> Tensor:
         """The same result with ``F.unfold`` + a matrix product, for the book's derivation.
@@ -92,7 +99,8 @@ class PatchEmbed(nn.Module):
         ``(channel, row, column)``, the same as :func:`patchify` and as the
         flattened conv weight.
         """
-        self.grid_size(images)
+        gh, gw = self.grid_size(images)
+        images = images[..., : gh * self.patch_size, : gw * self.patch_size]
         cols = F.unfold(images, kernel_size=self.patch_size, stride=self.patch_size).transpose(1, 2)
         return F.linear(cols, self.proj.weight.flatten(1), self.proj.bias)
 
@@ -124,6 +132,9 @@ class ViTConfig:
         attn_impl: ``"eager"`` (math path) or ``"sdpa"`` (fused kernel).
         layerscale: initial LayerScale gain, or None for none (plain ViT).
         pos_antialias: antialiased bicubic when resampling positions (DINOv2 with registers).
+        crop_remainder: accept sides that are not multiples of the patch size and drop
+            the remainder, as Hugging Face's models do (the converted models set it);
+            by default such an image is a ValueError.
     """
 
     image_size: int | tuple[int, int] = 224
@@ -146,6 +157,7 @@ class ViTConfig:
     attn_impl: str = "sdpa"
     layerscale: float | None = None
     pos_antialias: bool = False
+    crop_remainder: bool = False
 
     def __post_init__(self):
         if self.pool not in ("cls", "mean"):
@@ -217,7 +229,7 @@ class ViT(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.grid = cfg.grid
-        self.patch_embed = PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.dim)
+        self.patch_embed = PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.dim, crop_remainder=cfg.crop_remainder)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.class_token else None
         self.n_pos_prefix = int(cfg.class_token)  # prefix tokens that carry a learned position
         n_pos = self.n_pos_prefix + self.grid[0] * self.grid[1]

@@ -19,7 +19,8 @@ import re
 from torch import Tensor, nn
 
 from course_lib.dinov2 import DINOv2, DINOv2Config
-from course_lib.interop.vit import HF_ACTIVATIONS, _square
+from course_lib.interop.common import load_checked, square
+from course_lib.interop.vit import HF_ACTIVATIONS
 
 __all__ = ["config_from_hf", "convert_state_dict", "load_hf_state_dict", "from_hf"]
 
@@ -34,7 +35,7 @@ def config_from_hf(hf_config, *, registers_model: bool, attn_impl: str = "sdpa")
     image_size = hf_config.image_size
     image_size = tuple(image_size) if isinstance(image_size, (list, tuple)) else int(image_size)
     return DINOv2Config(
-        image_size=image_size, patch_size=_square(hf_config.patch_size, "patch_size"),
+        image_size=image_size, patch_size=square(hf_config.patch_size, "patch_size"),
         in_chans=hf_config.num_channels, dim=hf_config.hidden_size, depth=hf_config.num_hidden_layers,
         n_heads=hf_config.num_attention_heads, mlp_ratio=hf_config.mlp_ratio,
         mlp="swiglu" if hf_config.use_swiglu_ffn else HF_ACTIVATIONS[act], qkv_bias=hf_config.qkv_bias,
@@ -42,7 +43,7 @@ def config_from_hf(hf_config, *, registers_model: bool, attn_impl: str = "sdpa")
         attn_dropout=hf_config.attention_probs_dropout_prob, attn_impl=attn_impl,
         layerscale=hf_config.layerscale_value, pos_antialias=registers_model,
         n_registers=hf_config.num_register_tokens if registers_model else 0,
-        mask_token=True if registers_model else hf_config.use_mask_token,
+        mask_token=True if registers_model else hf_config.use_mask_token, crop_remainder=True,
     )
 
 
@@ -96,13 +97,8 @@ def convert_state_dict(hf_state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 def load_hf_state_dict(model: DINOv2, hf_state_dict: dict[str, Tensor]) -> DINOv2:
-    """Convert and load strictly; a state dict that does not fit raises ValueError."""
-    sd = convert_state_dict(hf_state_dict)
-    try:
-        model.load_state_dict(sd, strict=True)
-    except RuntimeError as e:
-        raise ValueError(f"the Hugging Face weights do not fit this {type(model).__name__}: {e}") from e
-    return model
+    """Convert and load strictly; a missing, extra or misshaped key raises ValueError naming it."""
+    return load_checked(model, convert_state_dict(hf_state_dict))
 
 
 def from_hf(hf_model: nn.Module, attn_impl: str = "sdpa") -> DINOv2:

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from course_lib.decoder_lm import DecoderLM, DecoderLMConfig
+from course_lib.interop.common import load_checked
 
 __all__ = ["config_from_hf", "convert_state_dict", "from_hf"]
 
@@ -101,21 +102,6 @@ def convert_state_dict(hf_state: dict[str, Tensor], cfg: DecoderLMConfig) -> dic
     if cfg.tie_embeddings:
         out.setdefault("lm_head.weight", out.get("tok_emb.weight"))
     return out
-
-
-def load_checked(model: nn.Module, state: dict[str, Tensor]) -> None:
-    """``model.load_state_dict(state)``, with a ValueError naming the first missing, extra or misshaped key."""
-    own = model.state_dict()
-    missing = sorted(set(own) - set(state))
-    extra = sorted(set(state) - set(own))
-    if missing:
-        raise ValueError(f"state dict lacks {len(missing)} weight(s) the model needs, e.g. {missing[0]!r}")
-    if extra:
-        raise ValueError(f"state dict has {len(extra)} weight(s) the model does not, e.g. {extra[0]!r}")
-    for k, v in state.items():
-        if v.shape != own[k].shape:
-            raise ValueError(f"{k!r} has shape {tuple(v.shape)}, but the model expects {tuple(own[k].shape)}")
-    model.load_state_dict(state)
 
 
 def from_hf(hf_model: nn.Module, attn_impl: str = "sdpa") -> DecoderLM:

@@ -19,6 +19,7 @@ import re
 
 from torch import Tensor, nn
 
+from course_lib.interop.common import load_checked, square
 from course_lib.swin import Swin, SwinConfig
 
 __all__ = ["HF_ACTIVATIONS", "config_from_hf", "convert_state_dict", "load_hf_state_dict", "from_hf"]
@@ -29,14 +30,6 @@ HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": 
 
 _VERSIONS = {"SwinModel": 1, "Swinv2Model": 2}
 _DERIVED = re.compile(r".*\.(relative_position_index|relative_coords_table)$")
-
-
-def _square(value, name: str) -> int:
-    if isinstance(value, (list, tuple)):
-        if len(value) != 2 or value[0] != value[1]:
-            raise ValueError(f"only square {name}s are supported, got {name}={value}")
-        value = value[0]
-    return int(value)
 
 
 def config_from_hf(hf_config, version: int, attn_impl: str = "sdpa") -> SwinConfig:
@@ -54,9 +47,9 @@ def config_from_hf(hf_config, version: int, attn_impl: str = "sdpa") -> SwinConf
     if version == 1 and any(pretrained):
         raise ValueError(f"pretrained_window_sizes={pretrained} is a Swin V2 setting")
     return SwinConfig(
-        version=version, image_size=image_size, patch_size=_square(hf_config.patch_size, "patch_size"),
+        version=version, image_size=image_size, patch_size=square(hf_config.patch_size, "patch_size"),
         in_chans=hf_config.num_channels, embed_dim=hf_config.embed_dim, depths=tuple(hf_config.depths),
-        num_heads=tuple(hf_config.num_heads), window_size=_square(hf_config.window_size, "window_size"),
+        num_heads=tuple(hf_config.num_heads), window_size=square(hf_config.window_size, "window_size"),
         mlp_ratio=hf_config.mlp_ratio, qkv_bias=hf_config.qkv_bias, norm_eps=hf_config.layer_norm_eps,
         act=HF_ACTIVATIONS[act], pretrained_window_sizes=pretrained, num_classes=0,
         drop_path_rate=hf_config.drop_path_rate, attn_impl=attn_impl,
@@ -116,20 +109,8 @@ def convert_state_dict(hf_state_dict: dict[str, Tensor], version: int) -> dict[s
 
 
 def load_hf_state_dict(model: Swin, hf_state_dict: dict[str, Tensor]) -> Swin:
-    """Convert and load strictly; a missing key or a wrong shape raises ValueError naming it."""
-    sd = convert_state_dict(hf_state_dict, model.cfg.version)
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(sd))
-    if missing:
-        raise ValueError(f"the Hugging Face weights lack {missing} for this Swin V{model.cfg.version}")
-    for key, value in sd.items():
-        if key not in expected:
-            raise ValueError(f"the Hugging Face weights have {key!r}, which this Swin does not")
-        if value.shape != expected[key].shape:
-            raise ValueError(f"shape mismatch for {key!r}: Hugging Face has {tuple(value.shape)}, "
-                             f"this Swin expects {tuple(expected[key].shape)}")
-    model.load_state_dict(sd, strict=True)
-    return model
+    """Convert and load strictly; a missing, extra or misshaped key raises ValueError naming it."""
+    return load_checked(model, convert_state_dict(hf_state_dict, model.cfg.version))
 
 
 def from_hf(hf_model: nn.Module, attn_impl: str = "sdpa") -> Swin:

@@ -17,6 +17,7 @@ import re
 
 from torch import Tensor, nn
 
+from course_lib.interop.common import load_checked, square
 from course_lib.vit import ViT, ViTConfig
 
 __all__ = ["HF_ACTIVATIONS", "config_from_hf", "convert_state_dict", "load_hf_state_dict", "from_hf"]
@@ -27,14 +28,6 @@ HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": 
 
 #: HF keys with no counterpart here (see the module docstring).
 _SKIPPED = re.compile(r"^(pooler\.dense\.(weight|bias)|embeddings\.mask_token)$")
-
-
-def _square(value, name: str) -> int:
-    if isinstance(value, (list, tuple)):
-        if len(value) != 2 or value[0] != value[1]:
-            raise ValueError(f"only square {name}s are supported, got {name}={value}")
-        value = value[0]
-    return int(value)
 
 
 def config_from_hf(hf_config, num_classes: int = 0, attn_impl: str = "sdpa") -> ViTConfig:
@@ -48,12 +41,12 @@ def config_from_hf(hf_config, num_classes: int = 0, attn_impl: str = "sdpa") -> 
     image_size = hf_config.image_size
     image_size = tuple(image_size) if isinstance(image_size, (list, tuple)) else int(image_size)
     return ViTConfig(
-        image_size=image_size, patch_size=_square(hf_config.patch_size, "patch_size"),
+        image_size=image_size, patch_size=square(hf_config.patch_size, "patch_size"),
         in_chans=hf_config.num_channels, dim=hf_config.hidden_size, depth=hf_config.num_hidden_layers,
         n_heads=hf_config.num_attention_heads, mlp_hidden=hf_config.intermediate_size, mlp=HF_ACTIVATIONS[act],
         qkv_bias=hf_config.qkv_bias, norm_eps=hf_config.layer_norm_eps, pool="cls", num_classes=num_classes,
         class_token=True, dropout=hf_config.hidden_dropout_prob, attn_dropout=hf_config.attention_probs_dropout_prob,
-        attn_impl=attn_impl, layerscale=None,
+        attn_impl=attn_impl, layerscale=None, crop_remainder=True,
     )
 
 
@@ -101,13 +94,8 @@ def convert_state_dict(hf_state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 def load_hf_state_dict(model: ViT, hf_state_dict: dict[str, Tensor]) -> ViT:
-    """Convert and load strictly; a state dict that does not fit raises ValueError."""
-    sd = convert_state_dict(hf_state_dict)
-    try:
-        model.load_state_dict(sd, strict=True)
-    except RuntimeError as e:
-        raise ValueError(f"the Hugging Face weights do not fit this {type(model).__name__}: {e}") from e
-    return model
+    """Convert and load strictly; a missing, extra or misshaped key raises ValueError naming it."""
+    return load_checked(model, convert_state_dict(hf_state_dict))
 
 
 def from_hf(hf_model: nn.Module, attn_impl: str = "sdpa") -> ViT:

@@ -1,0 +1,21 @@
+"""The benchmark script keeps working (a smoke run; speed itself is measured, not asserted)."""
+
+from __future__ import annotations
+
+import runpy
+
+import pytest
+
+from nbtools import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_compare_hf_runs_and_reports_parity(capsys):
+    main = runpy.run_path(str(ROOT / "benchmarks" / "compare_hf.py"))["main"]
+    main(["--models", "dinov2-s/14", "--repeats", "1", "--decode-tokens", "8", "--train", "--train-batch", "2", "--train-model", "vit-tiny-test"])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("dinov2-s/14"))
+    assert float(row.split()[-1]) < 1e-4, row  # same weights, same outputs
+    assert "identical tokens: True" in out
+    assert "img/s" in out
