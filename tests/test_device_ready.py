@@ -108,3 +108,29 @@ def test_cached_decoding_step_makes_no_host_sync():
         model(torch.zeros(2, 4, dtype=torch.long), caches=caches)
         with NoHostSync():
             model(torch.zeros(2, 1, dtype=torch.long), caches=caches)
+
+
+def all_models():
+    out = {name: (lambda impl, make=make, shape=shape: (make(impl), (torch.randn(shape),))) for name, (make, shape) in image_models().items()}
+    out["decoder-lm"] = lambda impl: (sequence_models()["decoder-lm"](impl), (torch.randint(0, 256, (2, 7)),))
+    out["seq2seq"] = lambda impl: (sequence_models()["seq2seq"](impl), (torch.randint(3, 8, (2, 5)), torch.randint(3, 8, (2, 6))))
+    return out
+
+
+@pytest.mark.parametrize("name", list(all_models()))
+def test_compiles_as_one_graph_with_the_same_output(name):
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    model, args = all_models()[name]("sdpa")
+    model.eval()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)  # fullgraph: a graph break is an error
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*args), model(*args), atol=1e-5, rtol=1e-5)
+
+
+def test_inductor_compiles_a_vit_and_matches_eager():
+    torch._dynamo.reset()
+    model = ViT(ViTConfig.preset("vit-tiny-test")).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model)(x), model(x), atol=1e-4, rtol=1e-4)
