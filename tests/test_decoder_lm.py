@@ -21,13 +21,7 @@ transformers = pytest.importorskip("transformers")
 TOL = 1e-4  # float32 parity: max |logits difference|
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread than fighting for a shared CPU."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def hf_llama(n_kv_heads=2, tie=False, bias=False, head_dim=None, seed=0, **extra):

@@ -18,13 +18,7 @@ V = 12            # vocabulary of the reversal task: 3 specials + 9 symbols
 MAX_SRC = 6       # longest source sequence of the task
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread than fighting for a shared CPU."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def tiny(seed=0, **overrides) -> S.Seq2SeqTransformer:

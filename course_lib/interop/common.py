@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from torch import Tensor, nn
 
 
@@ -29,3 +31,14 @@ def load_checked(model: nn.Module, state: dict[str, Tensor]) -> nn.Module:
             raise ValueError(f"{k!r} has shape {tuple(v.shape)}, but this {name} expects {tuple(own[k].shape)}")
     model.load_state_dict(state, strict=True)
     return model
+
+
+def rename(key: str, rules: list[tuple[str, str]], what: str) -> str:
+    """The course_lib name of HF ``key``: the first ``(pattern, replacement)`` rule that matches it whole.
+
+    A key no rule matches is a ValueError naming it and the model (``what``).
+    """
+    for pattern, target in rules:
+        if re.fullmatch(pattern, key):
+            return re.sub(pattern, target, key)
+    raise ValueError(f"no course_lib {what} parameter for the Hugging Face key {key!r}")

@@ -19,7 +19,7 @@ import re
 from torch import Tensor, nn
 
 from course_lib.dinov2 import DINOv2, DINOv2Config
-from course_lib.interop.common import load_checked, square
+from course_lib.interop.common import load_checked, rename, square
 from course_lib.interop.vit import HF_ACTIVATIONS
 
 __all__ = ["config_from_hf", "convert_state_dict", "load_hf_state_dict", "from_hf"]
@@ -87,12 +87,7 @@ def convert_state_dict(hf_state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
             gate, up = value.chunk(2, dim=0)
             out[f"blocks.{m[1]}.mlp.gate_proj.{m[2]}"], out[f"blocks.{m[1]}.mlp.up_proj.{m[2]}"] = gate, up
             continue
-        for pattern, target in _RULES:
-            if re.fullmatch(pattern, key):
-                out[re.sub(pattern, target, key)] = value
-                break
-        else:
-            raise ValueError(f"no course_lib DINOv2 parameter for the Hugging Face key {key!r}")
+        out[rename(key, _RULES, "DINOv2")] = value
     return out
 
 

@@ -19,7 +19,7 @@ import re
 
 from torch import Tensor, nn
 
-from course_lib.interop.common import load_checked, square
+from course_lib.interop.common import load_checked, rename, square
 from course_lib.swin import Swin, SwinConfig
 
 __all__ = ["HF_ACTIVATIONS", "config_from_hf", "convert_state_dict", "load_hf_state_dict", "from_hf"]
@@ -99,12 +99,7 @@ def convert_state_dict(hf_state_dict: dict[str, Tensor], version: int) -> dict[s
         key = key.removeprefix("swin.").removeprefix("swinv2.")
         if _DERIVED.match(key):
             continue
-        for pattern, target in _RULES[version]:
-            if re.fullmatch(pattern, key):
-                out[re.sub(pattern, target, key)] = value
-                break
-        else:
-            raise ValueError(f"no course_lib Swin V{version} parameter for the Hugging Face key {key!r}")
+        out[rename(key, _RULES[version], f"Swin V{version}")] = value
     return out
 
 

@@ -17,7 +17,7 @@ import re
 
 from torch import Tensor, nn
 
-from course_lib.interop.common import load_checked, square
+from course_lib.interop.common import load_checked, rename, square
 from course_lib.vit import ViT, ViTConfig
 
 __all__ = ["HF_ACTIVATIONS", "config_from_hf", "convert_state_dict", "load_hf_state_dict", "from_hf"]
@@ -84,12 +84,7 @@ def convert_state_dict(hf_state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         key = key.removeprefix("vit.")
         if _SKIPPED.match(key):
             continue
-        for pattern, target in _RULES:
-            if re.fullmatch(pattern, key):
-                out[re.sub(pattern, target, key)] = value
-                break
-        else:
-            raise ValueError(f"no course_lib ViT parameter for the Hugging Face key {key!r}")
+        out[rename(key, _RULES, "ViT")] = value
     return out
 
 
