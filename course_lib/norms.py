@@ -82,11 +82,9 @@ class LayerNorm(nn.Module):
         """``(..., dim) -> (..., dim)``."""
         if x.shape[-1] != self.dim:
             raise ValueError(f"LayerNorm({self.dim}) got an input whose last axis is {x.shape[-1]}")
-        if self.fused:
-            if x.dtype in _HALF:
-                return F.layer_norm(x.float(), (self.dim,), self.weight.float(),
-                                    None if self.bias is None else self.bias.float(), self.eps).to(x.dtype)
-            return F.layer_norm(x, (self.dim,), self.weight, self.bias, self.eps)
+        if self.fused:  # the kernel accumulates half-precision inputs in float32 itself
+            w = self.weight.to(x.dtype)
+            return F.layer_norm(x, (self.dim,), w, None if self.bias is None else self.bias.to(x.dtype), self.eps)
         return layer_norm(x, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
