@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from course_lib import attention as ref
 from course_lib import grading as G
+from course_lib.grading import attention as C
 
 
 def scores_reordered(q, k):
@@ -19,12 +20,12 @@ def scores_reordered(q, k):
 
 
 def test_a_correct_implementation_in_another_order_passes():
-    assert G.check_function(scores_reordered, ref.attention_scores, G.score_cases(seed=3), check_grad=True) is None
+    assert G.check_function(scores_reordered, ref.attention_scores, C.score_cases(seed=3), check_grad=True) is None
 
 
 def test_check_function_returns_none_so_nbgrader_sees_no_partial_credit():
     # nbgrader reads a number left as a test cell's value as partial credit.
-    assert G.check_function(scores_reordered, ref.attention_scores, G.score_cases(n=2)) is None
+    assert G.check_function(scores_reordered, ref.attention_scores, C.score_cases(n=2)) is None
 
 
 def learner_softmax(s, mask=None):
@@ -42,18 +43,18 @@ def learner_attention(q, k, v, mask=None):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_a_correct_learner_passes_for_any_seed(seed):
-    G.check_function(learner_softmax, ref.masked_softmax, G.softmax_cases(seed=seed), check_grad=True)
-    G.check_function(learner_attention, ref.scaled_dot_product_attention, G.attention_cases(seed=seed), check_grad=True)
+    G.check_function(learner_softmax, ref.masked_softmax, C.softmax_cases(seed=seed), check_grad=True)
+    G.check_function(learner_attention, ref.scaled_dot_product_attention, C.attention_cases(seed=seed), check_grad=True)
 
 
 def test_a_small_error_is_caught_even_when_a_loose_tolerance_would_pass_it():
     with pytest.raises(G.ExerciseFailure, match="wrong values"):
-        G.check_function(lambda q, k: scores_reordered(q, k) * (1 + 1e-4), ref.attention_scores, G.score_cases())
+        G.check_function(lambda q, k: scores_reordered(q, k) * (1 + 1e-4), ref.attention_scores, C.score_cases())
 
 
 def test_the_message_names_the_mistake_without_printing_the_answer():
     with pytest.raises(G.ExerciseFailure) as info:
-        G.check_function(lambda q, k: q @ k.transpose(-2, -1), ref.attention_scores, G.score_cases(), diagnoses=G.SCORE_MISTAKES)
+        G.check_function(lambda q, k: q @ k.transpose(-2, -1), ref.attention_scores, C.score_cases(), diagnoses=C.SCORE_MISTAKES)
     msg = str(info.value)
     assert "not scaled" in msg and "sqrt(d_k)" in msg
     assert "tensor(" not in msg and "[[" not in msg
@@ -67,7 +68,7 @@ def test_wrong_shape_is_reported_with_both_shapes():
 
 def test_missing_return_is_explained():
     with pytest.raises(G.ExerciseFailure, match="forget to `return`"):
-        G.check_function(lambda q, k: None, ref.attention_scores, G.score_cases(n=1))
+        G.check_function(lambda q, k: None, ref.attention_scores, C.score_cases(n=1))
 
 
 def test_an_untouched_stub_is_reported_as_not_implemented():
@@ -75,7 +76,7 @@ def test_an_untouched_stub_is_reported_as_not_implemented():
         raise NotImplementedError()
 
     with pytest.raises(G.ExerciseFailure, match="not implemented yet"):
-        G.check_function(stub, ref.attention_scores, G.score_cases(n=1))
+        G.check_function(stub, ref.attention_scores, C.score_cases(n=1))
 
 
 def test_modifying_an_input_in_place_is_caught():
@@ -96,7 +97,7 @@ def test_guard_catches_the_fused_routine_through_an_alias():
         return sdpa(q, k, v, attn_mask=mask)
 
     with pytest.raises(G.ForbiddenCall, match="scaled_dot_product_attention"):
-        G.check_function(cheat, ref.scaled_dot_product_attention, G.attention_cases(n=1), forbidden=G.FUSED_ATTENTION)
+        G.check_function(cheat, ref.scaled_dot_product_attention, C.attention_cases(n=1), forbidden=G.FUSED_ATTENTION)
 
 
 def test_guard_catches_a_tensor_method():
@@ -104,7 +105,7 @@ def test_guard_catches_a_tensor_method():
         return s.softmax(-1)
 
     with pytest.raises(G.ForbiddenCall, match=r"Tensor\.softmax"):
-        G.check_function(cheat, ref.masked_softmax, G.softmax_cases(n=1), forbidden=G.SOFTMAX)
+        G.check_function(cheat, ref.masked_softmax, C.softmax_cases(n=1), forbidden=G.SOFTMAX)
 
 
 def test_guard_catches_an_nn_module_wrapping_the_forbidden_routine():
@@ -112,7 +113,7 @@ def test_guard_catches_an_nn_module_wrapping_the_forbidden_routine():
         return torch.nn.Softmax(dim=-1)(s)
 
     with pytest.raises(G.ForbiddenCall):
-        G.check_function(cheat, ref.masked_softmax, G.softmax_cases(n=1), forbidden=G.SOFTMAX)
+        G.check_function(cheat, ref.masked_softmax, C.softmax_cases(n=1), forbidden=G.SOFTMAX)
 
 
 def test_guard_catches_the_reference_however_it_is_reached():
@@ -122,7 +123,7 @@ def test_guard_catches_the_reference_however_it_is_reached():
         return renamed(q, k, mask) @ v
 
     with pytest.raises(G.ForbiddenCall, match="course_lib.attention.attention_weights"):
-        G.check_function(cheat, ref.scaled_dot_product_attention, G.attention_cases(n=1))
+        G.check_function(cheat, ref.scaled_dot_product_attention, C.attention_cases(n=1))
 
 
 def test_guard_sees_the_reference_even_if_the_learner_swallows_the_error():
@@ -134,7 +135,7 @@ def test_guard_sees_the_reference_even_if_the_learner_swallows_the_error():
         return scores_reordered(q, k)
 
     with pytest.raises(G.ForbiddenCall):
-        G.check_function(cheat, ref.attention_scores, G.score_cases(n=1))
+        G.check_function(cheat, ref.attention_scores, C.score_cases(n=1))
 
 
 def test_guard_allows_basic_operations_and_restores_the_profiler():
@@ -148,3 +149,33 @@ def test_guard_allows_basic_operations_and_restores_the_profiler():
 def test_guard_is_off_outside_the_learners_call():
     torch.softmax(torch.randn(2, 2), -1)  # the hidden test itself may use anything
     ref.masked_softmax(torch.randn(2, 2))
+
+
+# ---------------------------------------------------------------- results that are not a tensor
+def test_numbers_lists_and_dicts_are_compared_by_value():
+    assert G.same_value([1, (2.0, "a")], (1, [2.0 + 1e-9, "a"]))
+    assert not G.same_value([1, 2], [1, 2, 3])
+    assert not G.same_value({"a": 1}, {"a": 2})
+    assert not G.same_value(True, 1), "a bool is not a count"
+    assert G.same_value(torch.tensor(7), 7)
+
+
+def test_a_wrong_count_is_caught_with_its_likely_mistake():
+    def params(d):  # reference: weights and biases of a d x d linear layer
+        return d * d + d
+
+    with pytest.raises(G.ExerciseFailure, match="forgot the bias"):
+        G.check_function(lambda d: d * d, params, [G.Case((d,), label=f"d={d}") for d in (1, 4, 9)],
+                         diagnoses=[G.Mistake("forgot the bias", lambda d: d * d)])
+
+
+def test_a_list_input_changed_in_place_is_caught():
+    def drop_zeros(ids):
+        return [i for i in ids if i]
+
+    def in_place(ids):
+        ids[:] = [i for i in ids if i]
+        return ids
+
+    with pytest.raises(G.ExerciseFailure, match="in place"):
+        G.check_function(in_place, drop_zeros, [G.Case(([1, 0, 2],), label="x")])

@@ -4,9 +4,14 @@ the reference in :mod:`course_lib` over many random cases.
 A hidden test reads like this::
 
     from course_lib import attention as ref
-    from course_lib.grading import check_function, attention_cases
-    check_function(attention_scores, ref.attention_scores, attention_cases(seed=0),
-                   diagnoses=SCORE_MISTAKES, forbidden=FUSED_ATTENTION)
+    from course_lib import grading
+    from course_lib.grading import attention as cases
+    grading.check_function(attention_scores, ref.attention_scores, cases.score_cases(seed=0),
+                           diagnoses=cases.SCORE_MISTAKES, forbidden=grading.FUSED_ATTENTION)
+
+This package holds the generic machinery; each chapter's random cases and
+likely mistakes live in a module of their own (``course_lib.grading.attention``
+for chapter 02, ...).
 
 :func:`check_function` runs the learner's function on every :class:`Case`
 and compares its result with the reference's, computed in float64 for the
@@ -28,7 +33,9 @@ routines that would do the exercise for it (see :data:`FUSED_ATTENTION`,
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
+import numbers
 import os
 import sys
 from dataclasses import dataclass, field
@@ -48,19 +55,12 @@ __all__ = [
     "SOFTMAX",
     "LAYER_NORM",
     "check_function",
+    "same_value",
     "forbid_calls",
-    "attention_cases",
-    "score_cases",
-    "softmax_cases",
-    "mask_sizes",
-    "SCORE_MISTAKES",
-    "SOFTMAX_MISTAKES",
-    "CAUSAL_MASK_MISTAKES",
-    "ATTENTION_MISTAKES",
 ]
 
-_COURSE_LIB_DIR = os.path.dirname(os.path.abspath(__file__))
-_THIS_FILE = os.path.abspath(__file__)
+_COURSE_LIB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_THIS_FILE = os.path.abspath(__file__)  # the only course_lib code a learner's call may run: the guard itself
 
 
 class ExerciseFailure(AssertionError):
@@ -144,7 +144,7 @@ def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this ex
             such as ``sdpa = F.scaled_dot_product_attention`` is caught too).
         exercise: name used in the message.
         reference: also forbid any code defined in :mod:`course_lib` (other
-            than this grading module), however it was imported or aliased.
+            than this file, the guard itself), however it was imported or aliased.
     """
     violations: list[str] = []
     previous = sys.getprofile()
@@ -153,7 +153,7 @@ def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this ex
         if event == "call":
             filename = frame.f_code.co_filename
             if filename.startswith(_COURSE_LIB_DIR) and os.path.abspath(filename) != _THIS_FILE:
-                module = os.path.splitext(os.path.basename(filename))[0]
+                module = os.path.relpath(os.path.splitext(filename)[0], _COURSE_LIB_DIR).replace(os.sep, ".")
                 violations.append(f"course_lib.{module}.{frame.f_code.co_name}")
                 raise ForbiddenCall(
                     f"{exercise}: your code calls the reference course_lib.{module}."
@@ -188,7 +188,10 @@ class Case:
         return Case(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()}, self.label)
 
     def clone(self) -> "Case":
-        return self.map_tensors(lambda t: t.detach().clone())
+        """A copy the function under test may not change the original through (tensors cloned, the rest deep-copied)."""
+        keep = lambda x: x if isinstance(x, Tensor) or callable(x) else copy.deepcopy(x)  # noqa: E731
+        copied = Case(tuple(keep(a) for a in self.args), {k: keep(v) for k, v in self.kwargs.items()}, self.label)
+        return copied.map_tensors(lambda t: t.detach().clone())
 
     def in_float64(self) -> "Case":
         return self.map_tensors(lambda t: t.double() if t.is_floating_point() else t)
@@ -290,12 +293,17 @@ def check_function(
             raise ExerciseFailure(f"{name} is not implemented yet: replace `raise NotImplementedError()` with your code.") from None
         except Exception as exc:  # the learner's bug, reported with the case
             raise ExerciseFailure(f"{name} raised {type(exc).__name__}: {exc} ({label}).") from None
+        with torch.no_grad():
+            expected = reference(*pristine.clone().args, **pristine.clone().kwargs)
+        if not isinstance(expected, Tensor):  # numbers, lists, tuples, dicts...
+            _check_value(name, out, expected, pristine, mine, diagnoses, label)
+            continue
         out = _as_tensor_result(out, name, label)
 
         case64 = pristine.in_float64()
         with torch.no_grad():
             ref64 = reference(*case64.args, **case64.kwargs)
-            expected_dtype = reference(*pristine.clone().args, **pristine.clone().kwargs).dtype
+            expected_dtype = expected.dtype
         if out.shape != ref64.shape:
             msg = f"{name} returned shape {tuple(out.shape)}, expected {tuple(ref64.shape)} ({label})."
             msg += _match_mistake(out, pristine, diagnoses, ref64, exact=True)
@@ -317,6 +325,58 @@ def check_function(
         if check_grad:
             _check_gradients(name, out, mine, reference, case64, label)
     return None
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equality for results that are not a single tensor: numbers (floats to 1e-6 relative),
+    strings, bytes, tensors (to 1e-5), and lists, tuples and dicts of them, compared recursively."""
+    if isinstance(b, Tensor):
+        if not isinstance(a, Tensor) or a.shape != b.shape:
+            return False
+        if b.is_floating_point():
+            return bool(torch.allclose(a.detach().double(), b.detach().double(), rtol=1e-5, atol=1e-6, equal_nan=True))
+        return bool(torch.equal(a.detach(), b.detach()))
+    if isinstance(a, Tensor) and a.ndim == 0 and isinstance(b, numbers.Number):
+        a = a.item()
+    if isinstance(b, bool) or isinstance(a, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(b, numbers.Integral):
+        return isinstance(a, numbers.Integral) and int(a) == int(b)
+    if isinstance(b, numbers.Real):
+        return isinstance(a, numbers.Real) and math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(b, (list, tuple)):
+        return isinstance(a, (list, tuple)) and len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(b, dict):
+        return isinstance(a, dict) and a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in b)
+    return type(a) is type(b) and a == b
+
+
+def _describe_value(out: Any, expected: Any) -> str:
+    kind = lambda x: "a list or tuple" if isinstance(x, (list, tuple)) else type(x).__name__  # noqa: E731
+    if kind(out) != kind(expected) and not (isinstance(out, numbers.Number) and isinstance(expected, numbers.Number)):
+        return f"expected {kind(expected)}, got {type(out).__name__}"
+    if isinstance(expected, (list, tuple, dict)) and len(out) != len(expected):
+        return f"expected {len(expected)} items, got {len(out)}"
+    return "the value differs from the reference's"
+
+
+def _check_value(name, out, expected, pristine: Case, mine: Case, diagnoses: Sequence[Mistake], label: str) -> None:
+    if out is None and expected is not None:
+        raise ExerciseFailure(f"{name} returned None ({label}). Did you forget to `return` the result?")
+    if not same_value(out, expected):
+        found = ""
+        for mistake in diagnoses:
+            try:
+                c = pristine.clone()
+                wrong = mistake.variant(*c.args, **c.kwargs)
+            except Exception:
+                continue
+            if same_value(out, wrong) and not same_value(wrong, expected):
+                found = " Likely mistake: " + mistake.message
+                break
+        raise ExerciseFailure(f"{name} gives a wrong result ({label}): {_describe_value(out, expected)}.{found}")
+    if not same_value(list(mine.args) + list(mine.kwargs.values()), list(pristine.args) + list(pristine.kwargs.values())):
+        raise ExerciseFailure(f"{name} modified one of its inputs in place ({label}); work on a copy instead.")
 
 
 def _tensors(case: Case) -> list[Tensor]:
@@ -369,172 +429,3 @@ def _match_mistake(out: Tensor, case: Case, diagnoses: Sequence[Mistake], ref64:
         if _close(out, wrong, atol, rtol) and not _close(wrong, ref64, atol, rtol):
             return " Likely mistake: " + mistake.message
     return ""
-
-
-# --------------------------------------------------------------------------
-# Random cases for the attention exercises (chapter 02)
-# --------------------------------------------------------------------------
-_BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
-
-
-def _random_mask(g: torch.Generator, batch: tuple, n_q: int, n_k: int, kind: str) -> tuple[Tensor | None, str]:
-    if kind == "none":
-        return None, "no mask"
-    if kind == "causal":
-        return torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q), "causal mask"
-    if kind == "padding":
-        b = batch[0] if batch else 1
-        lengths = torch.randint(1, n_k + 1, (b,), generator=g)
-        m = torch.arange(n_k)[None, :] < lengths[:, None]
-        m = m.view((b,) + (1,) * (len(batch) - 1) + (1, n_k)) if batch else m.view(1, n_k)
-        return m, f"padding mask, lengths {lengths.tolist()}"
-    if kind == "random":
-        m = torch.rand(batch + (n_q, n_k), generator=g) < 0.6
-        if n_q > 1:
-            m[..., 0, :] = False  # a query that sees nothing
-        return m, "random mask with a fully masked query row"
-    raise ValueError(kind)
-
-
-def mask_sizes(seed: int = 0, n: int = 12) -> list[Case]:
-    """Cases ``(n,)`` and ``(n_q, n_k)`` sizes for a causal-mask function."""
-    g = torch.Generator().manual_seed(seed)
-    sizes = [4, 1, 2, 3] + torch.randint(4, 40, (n,), generator=g).tolist()
-    return [Case((s,), label=f"n={s}") for s in sizes]
-
-
-def _qkv(g, batch, n_q, n_k, d_k, d_v, dtype, spread):
-    q = (torch.randn(batch + (n_q, d_k), generator=g, dtype=torch.float64) * spread).to(dtype)
-    k = (torch.randn(batch + (n_k, d_k), generator=g, dtype=torch.float64) * spread).to(dtype)
-    v = torch.randn(batch + (n_k, d_v), generator=g, dtype=torch.float64).to(dtype)
-    return q, k, v
-
-
-def attention_cases(seed: int = 0, n: int = 24, *, masks: bool = True, values: bool = True) -> list[Case]:
-    """Random ``(q, k, v[, mask])`` cases covering batch shapes, ``n_q != n_k``,
-    ``d_k != d_v``, float32/float64, small and large score spreads, and the
-    mask kinds none/causal/padding/random (with a fully masked row)."""
-    g = torch.Generator().manual_seed(seed)
-    kinds = ["none", "causal", "padding", "random"] if masks else ["none"]
-    cases = []
-    for i in range(n):
-        batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
-        n_q, n_k = (int(x) for x in torch.randint(1, 9, (2,), generator=g))
-        if i % 5 == 0:
-            n_k = n_q
-        d_k = [1, 3, 8, 16, 64][int(torch.randint(0, 5, (1,), generator=g))]
-        d_v = [2, 5, 8][int(torch.randint(0, 3, (1,), generator=g))]
-        dtype = torch.float64 if i % 3 == 0 else torch.float32
-        spread = 4.0 if i % 4 == 3 else 1.0
-        q, k, v = _qkv(g, batch, n_q, n_k, d_k, d_v, dtype, spread)
-        kind = kinds[i % len(kinds)]
-        mask, mask_label = _random_mask(g, batch, n_q, n_k, kind)
-        args = (q, k, v) if values else (q, k)
-        label = f"batch {batch}, n_q={n_q}, n_k={n_k}, d_k={d_k}" + (f", d_v={d_v}" if values else "")
-        label += f", {str(dtype).replace('torch.', '')}"
-        if masks:
-            args = args + (mask,)
-            label += f", {mask_label}"
-        cases.append(Case(args, label=label))
-    return cases
-
-
-def score_cases(seed: int = 0, n: int = 24) -> list[Case]:
-    """``(q, k)`` cases for a scores function."""
-    return attention_cases(seed, n, masks=False, values=False)
-
-
-def softmax_cases(seed: int = 0, n: int = 24) -> list[Case]:
-    """``(scores, mask)`` cases: ordinary and huge scores (overflow), every mask kind."""
-    g = torch.Generator().manual_seed(seed)
-    kinds = ["none", "causal", "padding", "random"]
-    cases = []
-    for i in range(n):
-        batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
-        n_q, n_k = (int(x) for x in torch.randint(1, 9, (2,), generator=g))
-        dtype = torch.float64 if i % 3 == 0 else torch.float32
-        spread = [1.0, 3.0, 1000.0][i % 3]
-        scores = (torch.randn(batch + (n_q, n_k), generator=g, dtype=torch.float64) * spread).to(dtype)
-        mask, mask_label = _random_mask(g, batch, n_q, n_k, kinds[i % 4])
-        label = f"scores {tuple(scores.shape)} of spread {spread:g}, {str(dtype).replace('torch.', '')}, {mask_label}"
-        cases.append(Case((scores, mask), label=label))
-    return cases
-
-
-# --------------------------------------------------------------------------
-# Likely mistakes, as variants of the reference
-# --------------------------------------------------------------------------
-def _scores(q, k, scale):
-    return (q @ k.transpose(-2, -1)) * scale
-
-
-def _softmax(s, mask=None, dim=-1):
-    if mask is not None:
-        s = s.masked_fill(~mask, float("-inf"))
-    w = torch.softmax(s, dim=dim)
-    return torch.nan_to_num(w, nan=0.0)
-
-
-SCORE_MISTAKES = [
-    Mistake("the scores are not scaled: divide q @ k^T by sqrt(d_k).", lambda q, k: _scores(q, k, 1.0)),
-    Mistake("the scores are divided by d_k; divide by its square root, sqrt(d_k).", lambda q, k: _scores(q, k, 1.0 / q.shape[-1])),
-    Mistake("the scores are multiplied by sqrt(d_k); divide by it instead.", lambda q, k: _scores(q, k, math.sqrt(q.shape[-1]))),
-    Mistake(
-        "the result is (n_k, n_q): queries index the rows, so compute q @ k^T, not k @ q^T.",
-        lambda q, k: _scores(k, q, 1.0 / math.sqrt(q.shape[-1])),
-    ),
-    Mistake(
-        "the scale uses the sequence length; the scale is 1/sqrt(d_k) where d_k = q.shape[-1].",
-        lambda q, k: _scores(q, k, 1.0 / math.sqrt(k.shape[-2])),
-    ),
-]
-
-SOFTMAX_MISTAKES = [
-    Mistake(
-        "the softmax normalizes over the queries (dim=-2); each query's weights over the keys (dim=-1) must sum to 1.",
-        lambda s, m: _softmax(s, m, dim=-2),
-    ),
-    Mistake("the mask is inverted: True means *may attend*, so keep entries where the mask is True.", lambda s, m: _softmax(s, None if m is None else ~m)),
-    Mistake("the mask is ignored: set masked scores to -inf before exponentiating.", lambda s, m: _softmax(s, None)),
-    Mistake(
-        "masked scores are set to 0 rather than -inf, so masked keys still get weight exp(0).",
-        lambda s, m: _softmax(s if m is None else s.masked_fill(~m, 0.0)),
-    ),
-    Mistake(
-        "a row with no allowed key comes out uniform: it must be all zeros (fill with -inf, not a large negative number, and handle the empty row).",
-        lambda s, m: torch.softmax(s if m is None else s.masked_fill(~m, -1e9), -1),
-    ),
-    Mistake(
-        "masked weights are zeroed after normalizing, so the rows no longer sum to 1: renormalize over the allowed keys.",
-        lambda s, m: torch.softmax(s, -1) * (1.0 if m is None else m),
-    ),
-]
-
-CAUSAL_MASK_MISTAKES = [
-    Mistake("off by one: a token may attend to itself, so the diagonal is True.", lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1)),
-    Mistake("the mask lets tokens see the future: keep the lower triangle (key j <= query i), not the upper.", lambda n: torch.ones(n, n, dtype=torch.bool).triu()),
-    Mistake("the mask is inverted: True must mean *may attend* (j <= i).", lambda n: ~torch.ones(n, n, dtype=torch.bool).tril()),
-    Mistake("off by one: key i+1 is in the future of query i.", lambda n: torch.ones(n, n, dtype=torch.bool).tril(1)),
-]
-
-
-def _attention(q, k, v, mask=None, scale=None, dim=-1, invert=False):
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    if mask is not None and invert:
-        mask = ~mask
-    return _softmax(_scores(q, k, scale), mask, dim=dim) @ v
-
-
-ATTENTION_MISTAKES = [
-    Mistake("the scores are not scaled by 1/sqrt(d_k).", lambda q, k, v, m=None: _attention(q, k, v, m, scale=1.0)),
-    Mistake("the scale uses d_v (the values' width); it is 1/sqrt(d_k), the width of queries and keys.", lambda q, k, v, m=None: _attention(q, k, v, m, scale=1.0 / math.sqrt(v.shape[-1]))),
-    Mistake("the scores are divided by d_k instead of sqrt(d_k).", lambda q, k, v, m=None: _attention(q, k, v, m, scale=1.0 / q.shape[-1])),
-    Mistake("the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1).", lambda q, k, v, m=None: _attention(q, k, v, m, dim=-2)),
-    Mistake("the mask is inverted: True means *may attend*.", lambda q, k, v, m=None: _attention(q, k, v, m, invert=True)),
-    Mistake("the mask is ignored.", lambda q, k, v, m=None: _attention(q, k, v, None)),
-    Mistake(
-        "the weights are transposed: row i of the weights belongs to query i, so compute weights @ v.",
-        lambda q, k, v, m=None: _softmax(_scores(q, k, 1.0 / math.sqrt(q.shape[-1])), m).transpose(-2, -1) @ v,
-    ),
-    Mistake("the scores are not normalized: apply the softmax before weighting the values.", lambda q, k, v, m=None: (_scores(q, k, 1.0 / math.sqrt(q.shape[-1])).masked_fill(~m, 0.0) if m is not None else _scores(q, k, 1.0 / math.sqrt(q.shape[-1]))) @ v),
-]
