@@ -36,7 +36,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@touch $@
 
 book: $(STAMP)
-	$(BIN)/jupyter-book build . --builder html -W -n --keep-going
+	COURSE_STATIC_OUTPUT=1 $(BIN)/jupyter-book build . --builder html -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 test: $(STAMP)

@@ -39,9 +39,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
-from tqdm.auto import tqdm
+import tqdm.auto
 
 __all__ = [
+    "progress",
     "TrainConfig",
     "warmup_cosine",
     "inverse_sqrt_warmup",
@@ -136,6 +137,22 @@ class TrainConfig:
 # --------------------------------------------------------------------------
 # Learning-rate schedules (pure functions of the step)
 # --------------------------------------------------------------------------
+
+#: Set (to anything) by `make book` and the test suite: outputs stored in notebooks stay stable.
+STATIC_OUTPUT_ENV = "COURSE_STATIC_OUTPUT"
+
+
+def progress(iterable=None, **kwargs):
+    """A ``tqdm.auto`` progress bar (a widget in JupyterLab, text in a terminal).
+
+    When the environment variable ``COURSE_STATIC_OUTPUT`` is set, as it is
+    while the book is built and while nbval checks the notebooks, the bar is
+    disabled: a bar's final state (its timings) would change every run.
+    """
+    if os.environ.get(STATIC_OUTPUT_ENV):
+        kwargs["disable"] = True
+    return tqdm.auto.tqdm(iterable, **kwargs)
+
 def warmup_cosine(step: int, max_lr: float, warmup_steps: int, max_steps: int, min_lr: float = 0.0) -> float:
     """Linear warmup to ``max_lr``, then a half cosine down to ``min_lr``::
 
@@ -383,7 +400,7 @@ class Trainer:
         self.model.train()
         first_record = len(self.history)
         loss_sum, n_losses = torch.zeros((), device=self.device), 0
-        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=not (cfg.progress and self.is_main), desc="train")
+        bar = progress(total=cfg.max_steps, initial=self.step, disable=not (cfg.progress and self.is_main), desc="train")
         while self.step < stop:
             batch = next(shard, None)  # pulled only when needed: a second fit goes on where this one stopped
             if batch is None:

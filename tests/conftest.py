@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+
+# Notebooks executed by the suite (nbval, the book build) store stable outputs:
+# progress bars are off there (course_lib.training.progress).
+os.environ.setdefault("COURSE_STATIC_OUTPUT", "1")
 
 
 @pytest.fixture

@@ -333,7 +333,7 @@ torch.save({"initial": initial, "final": model.state_dict(), "history": trainer.
 def test_two_ddp_processes_end_with_the_same_weights_as_one_process_on_the_global_batch(tmp_path):
     script = tmp_path / "ddp_worker.py"
     script.write_text(textwrap.dedent(DDP_WORKER))
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "COURSE_STATIC_OUTPUT")}
     env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))}
     start = time.perf_counter()
     res = subprocess.run(
@@ -466,3 +466,12 @@ def test_text_batches_are_deterministic_given_a_generator():
     a = list(itertools.islice(D.text_batches(ids, 4, 8, torch.Generator().manual_seed(2)), 3))
     b = list(itertools.islice(D.text_batches(ids, 4, 8, torch.Generator().manual_seed(2)), 3))
     assert all(torch.equal(p[0], q[0]) and torch.equal(p[1], q[1]) for p, q in zip(a, b))
+
+
+def test_progress_is_a_bar_interactively_and_silent_in_static_builds(monkeypatch):
+    from course_lib.training import progress
+
+    monkeypatch.delenv("COURSE_STATIC_OUTPUT", raising=False)
+    assert not progress(range(3)).disable
+    monkeypatch.setenv("COURSE_STATIC_OUTPUT", "1")
+    assert progress(range(3)).disable
