@@ -19,17 +19,21 @@ def nbgrader(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def fresh_release(tmp_path_factory) -> Path:
+def fresh_release(tmp_path_factory):
+    """``fresh_release(assignment)``: a folder holding a fresh ``nbgrader generate_assignment`` of it."""
     out = tmp_path_factory.mktemp("release")
-    for a in assignments():
+
+    def generate(assignment: str) -> Path:
         res = nbgrader(
-            "generate_assignment", a, "--force", "--log-level=ERROR",
+            "generate_assignment", assignment, "--force", "--log-level=ERROR",
             f"--CourseDirectory.release_directory={out}",
             f"--CourseDirectory.db_url=sqlite:///{out / 'gradebook.db'}",
             cwd=ROOT,
         )
         assert res.returncode == 0, res.stdout + res.stderr
-    return out
+        return out / assignment
+
+    return generate
 
 
 def cell_view(path: Path) -> list[tuple]:
@@ -40,7 +44,7 @@ def cell_view(path: Path) -> list[tuple]:
 @pytest.mark.parametrize("assignment", assignments())
 def test_exercises_match_a_fresh_generate_assignment(fresh_release, assignment):
     committed = ROOT / "exercises" / assignment
-    fresh = fresh_release / assignment
+    fresh = fresh_release(assignment)
     names = lambda d: sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())  # noqa: E731
     assert names(committed) == names(fresh), "exercises/ has other files than a fresh release: run `make exercises`"
     for nb in fresh.glob("*.ipynb"):
