@@ -204,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
                 problems.append(Problem(student, assignment, Path("submitted") / student / assignment, "nbgrader could not grade it (see its log above)"))
             print(res.stdout + res.stderr, file=sys.stderr)
 
+    if not graded:
+        print(f"make grade: no submissions under {root / 'submitted'} (expected submitted/<student>/<assignment>/*.ipynb "
+              f"for an assignment in {sources}); nothing to grade")
+        return 0
     out = args.csv or root / "grades.csv"
     rows = write_csv(root, out, graded, problems)
     print(f"wrote {out} ({len(rows)} rows)")
