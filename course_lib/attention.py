@@ -1,4 +1,4 @@
-"""Scaled dot-product attention and multi-head attention (chapter 02).
+"""Scaled dot-product attention and multi-head attention (chapters 02 and 03).
 
 Notation, used in every docstring of this module:
 
@@ -48,6 +48,9 @@ __all__ = [
     "split_heads",
     "merge_heads",
     "repeat_kv",
+    "multi_head_attention",
+    "mha_output_as_head_sum",
+    "mha_param_count",
     "KVCache",
     "MultiHeadAttention",
 ]
@@ -293,6 +296,102 @@ def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
         return x
     b, h, n, d = x.shape
     return x[:, :, None].expand(b, h, n_rep, n, d).reshape(b, h * n_rep, n, d)
+
+
+def multi_head_attention(
+    x: Tensor,
+    w_q: Tensor,
+    w_k: Tensor,
+    w_v: Tensor,
+    w_o: Tensor,
+    n_heads: int,
+    b_q: Tensor | None = None,
+    b_k: Tensor | None = None,
+    b_v: Tensor | None = None,
+    b_o: Tensor | None = None,
+    mask: Tensor | None = None,
+    *,
+    is_causal: bool = False,
+) -> Tensor:
+    """Multi-head self-attention from given weights, written as one function (chapter 03).
+
+    ``MultiHead(X) = Concat(head_1, ..., head_h) W_O^T`` with
+    ``head_i = Attention(X W_Q^i^T, X W_K^i^T, X W_V^i^T)``, where ``W^i`` is
+    the ``i``-th block of ``head_dim`` rows of a projection's weight. Weights
+    follow the ``nn.Linear`` convention, ``(out_features, in_features)``, so
+    the result equals :class:`MultiHeadAttention` loaded with the same weights.
+    A key/value weight with fewer rows than ``w_q`` means grouped-query
+    attention: ``n_kv_heads = w_k.shape[0] // head_dim``.
+
+    Args:
+        x: ``(batch, seq, d_model)``.
+        w_q: ``(n_heads * head_dim, d_model)``.
+        w_k, w_v: ``(n_kv_heads * head_dim, d_model)``.
+        w_o: ``(d_model, n_heads * head_dim)``.
+        n_heads: query heads ``h``; ``head_dim = w_q.shape[0] // n_heads``.
+        b_q, b_k, b_v, b_o: optional biases, the width of each projection's output.
+        mask: boolean, broadcastable to ``(batch, seq, seq)`` (every head) or
+            ``(batch, n_heads, seq, seq)``; ``True`` = may attend.
+        is_causal: add the causal mask.
+
+    Returns:
+        ``(batch, seq, d_model)``.
+    """
+    if w_q.shape[0] % n_heads:
+        raise ValueError(f"w_q has {w_q.shape[0]} output features, not divisible by n_heads={n_heads}")
+    head_dim = w_q.shape[0] // n_heads
+    if w_k.shape[0] % head_dim or n_heads % (w_k.shape[0] // head_dim):
+        raise ValueError(f"w_k has {w_k.shape[0]} output features: not a number of heads of width {head_dim} dividing n_heads={n_heads}")
+    n_kv_heads = w_k.shape[0] // head_dim
+    q = split_heads(F.linear(x, w_q, b_q), n_heads)           # (batch, n_heads, seq, head_dim)
+    k = split_heads(F.linear(x, w_k, b_k), n_kv_heads)        # (batch, n_kv_heads, seq, head_dim)
+    v = split_heads(F.linear(x, w_v, b_v), n_kv_heads)
+    k, v = repeat_kv(k, n_heads // n_kv_heads), repeat_kv(v, n_heads // n_kv_heads)
+    if mask is not None and mask.ndim == 3:
+        mask = mask.unsqueeze(1)  # same mask for every head
+    heads = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
+    return F.linear(merge_heads(heads), w_o, b_o)
+
+
+def mha_output_as_head_sum(heads: Tensor, w_o: Tensor, b_o: Tensor | None = None) -> Tensor:
+    """The output projection as a sum over heads: ``sum_h head_h W_O[:, block_h]^T (+ b_O)``.
+
+    Concatenating the heads and multiplying by ``W_O^T`` is the same as
+    projecting each head with its own ``(d_model, head_dim)`` block of columns
+    of ``W_O`` and adding the results (Turner's ``Y = sum_h V_h X A_h``). This
+    function computes the second form, one head at a time.
+
+    Args:
+        heads: per-head attention outputs, ``(..., n_heads, seq, head_dim)``.
+        w_o: ``(d_model, n_heads * head_dim)`` (``nn.Linear`` convention).
+        b_o: ``(d_model,)`` or ``None``; added once, not once per head.
+
+    Returns:
+        ``(..., seq, d_model)``, equal to ``merge_heads(heads) @ w_o.T + b_o``.
+    """
+    n_heads, head_dim = heads.shape[-3], heads.shape[-1]
+    if w_o.shape[-1] != n_heads * head_dim:
+        raise ValueError(f"w_o has {w_o.shape[-1]} input features, expected n_heads * head_dim = {n_heads * head_dim}")
+    out = sum(heads[..., h, :, :] @ w_o[:, h * head_dim:(h + 1) * head_dim].T for h in range(n_heads))
+    return out if b_o is None else out + b_o
+
+
+def mha_param_count(d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True) -> int:
+    """Number of parameters of :class:`MultiHeadAttention` with ``head_dim = d_model / n_heads``.
+
+    Queries and output: ``d_model^2`` weights each; keys and values:
+    ``d_model * n_kv_heads * head_dim`` each; plus one bias per output feature.
+    With ``n_kv_heads == n_heads`` (MHA) this is ``4 d_model^2 + 4 d_model``,
+    whatever the number of heads.
+    """
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if d_model % n_heads or n_heads % n_kv_heads:
+        raise ValueError(f"need n_heads | d_model and n_kv_heads | n_heads, got d_model={d_model}, "
+                         f"n_heads={n_heads}, n_kv_heads={n_kv_heads}")
+    kv_width = n_kv_heads * (d_model // n_heads)
+    weights = 2 * d_model * d_model + 2 * d_model * kv_width
+    biases = 2 * d_model + 2 * kv_width if bias else 0
+    return weights + biases
 
 
 class KVCache(nn.Module):

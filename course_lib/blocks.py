@@ -10,6 +10,10 @@ Where the normalization sits is the main design choice:
 Options used by the vision models: :class:`LayerScale` (a learned per-channel
 gain on each residual branch, CaiT/DINOv2) and :class:`DropPath` (stochastic
 depth: drop a whole residual branch per sample while training).
+
+:func:`residual` is the same wiring as a plain function (the three norm
+positions, nothing else), and :func:`attention_flops` / :func:`layer_flops`
+count the arithmetic of one layer (chapter 05).
 """
 
 from __future__ import annotations
@@ -20,12 +24,66 @@ import torch
 from torch import Tensor, nn
 
 from course_lib.attention import KVCache, MultiHeadAttention
-from course_lib.mlp import make_mlp
+from course_lib.mlp import make_mlp, mlp_flops
 from course_lib.norms import make_norm
 
-__all__ = ["LayerScale", "DropPath", "BlockConfig", "EncoderBlock", "DecoderBlock", "NORM_POSITIONS"]
+__all__ = ["LayerScale", "DropPath", "BlockConfig", "EncoderBlock", "DecoderBlock", "NORM_POSITIONS", "residual",
+           "attention_flops", "layer_flops"]
 
 NORM_POSITIONS = ("pre", "post", "res_post")
+
+
+def residual(x: Tensor, sublayer, norm=None, position: str = "pre") -> Tensor:
+    """One residual sublayer around ``sublayer``, with the norm at ``position``.
+
+    ``x``: ``(..., dim)``; ``sublayer`` and ``norm``: callables ``(..., dim) -> (..., dim)``
+    (``norm=None`` means no normalization)::
+
+        "pre":      x + sublayer(norm(x))       GPT-2, ViT, Llama
+        "post":     norm(x + sublayer(x))       the 2017 Transformer
+        "res_post": x + norm(sublayer(x))       Swin V2
+
+    :class:`_Residual` (inside the blocks) is this wiring plus dropout,
+    LayerScale and DropPath on the branch.
+    """
+    if position not in NORM_POSITIONS:
+        raise ValueError(f"position must be one of {NORM_POSITIONS}, got {position!r}")
+    norm = norm if norm is not None else (lambda h: h)
+    if position == "pre":
+        return x + sublayer(norm(x))
+    if position == "post":
+        return norm(x + sublayer(x))
+    return x + norm(sublayer(x))
+
+
+def attention_flops(n_tokens: int, d_model: int) -> dict[str, int]:
+    """FLOPs of one multi-head self-attention over a sequence of ``n_tokens`` tokens.
+
+    A multiply-add counts as 2 FLOPs; biases, the ``1/sqrt(d_k)`` scale, the
+    softmax and masks are left out (each is ``O(N D)`` or ``O(N^2)``), and the
+    full ``N x N`` score matrix is counted even under a causal mask. With
+    ``N = n_tokens``, ``D = d_model`` (the heads together have width ``D``)::
+
+        "projections": Q, K, V and the output projection, 4 maps D -> D:  4 * 2 N D^2 = 8 N D^2
+        "attention":   Q K^T (N x N x D) and weights @ V (N x N x D):     2 * 2 N^2 D = 4 N^2 D
+
+    The number of heads does not matter: ``h`` heads of width ``D / h`` do the
+    same arithmetic as one of width ``D``.
+    """
+    return {"projections": 8 * n_tokens * d_model * d_model, "attention": 4 * n_tokens * n_tokens * d_model}
+
+
+def layer_flops(n_tokens: int, d_model: int, d_ff: int | None = None) -> dict[str, int]:
+    """FLOPs of one encoder layer (self-attention + MLP), by part.
+
+    ``{"projections": 8 N D^2, "attention": 4 N^2 D, "ffn": 4 N D d_ff}`` with the
+    conventions of :func:`attention_flops` and :func:`course_lib.mlp.mlp_flops`
+    (``d_ff = 4 D`` if None). The projections and the MLP grow like ``N D^2``,
+    the score and value products like ``N^2 D``: with ``d_ff = 4 D`` the MLP is
+    the largest part while ``N < 4 D``, and more than half the layer while ``N < 2 D``.
+    """
+    d_ff = 4 * d_model if d_ff is None else d_ff
+    return {**attention_flops(n_tokens, d_model), "ffn": mlp_flops(n_tokens, d_model, d_ff)}
 
 
 class LayerScale(nn.Module):

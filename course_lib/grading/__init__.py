@@ -194,7 +194,12 @@ class Case:
         return copied.map_tensors(lambda t: t.detach().clone())
 
     def in_float64(self) -> "Case":
-        return self.map_tensors(lambda t: t.double() if t.is_floating_point() else t)
+        """The case in float64: floating tensors and torch modules (deep-copied) converted."""
+        def conv(x):
+            if isinstance(x, torch.nn.Module):
+                return copy.deepcopy(x).double()
+            return x.double() if isinstance(x, Tensor) and x.is_floating_point() else x
+        return Case(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()}, self.label)
 
 
 @dataclass
@@ -355,6 +360,8 @@ def _describe_value(out: Any, expected: Any) -> str:
     kind = lambda x: "a list or tuple" if isinstance(x, (list, tuple)) else type(x).__name__  # noqa: E731
     if kind(out) != kind(expected) and not (isinstance(out, numbers.Number) and isinstance(expected, numbers.Number)):
         return f"expected {kind(expected)}, got {type(out).__name__}"
+    if isinstance(expected, dict) and out.keys() != expected.keys():
+        return f"expected the keys {sorted(map(str, expected))}, got {sorted(map(str, out))}"
     if isinstance(expected, (list, tuple, dict)) and len(out) != len(expected):
         return f"expected {len(expected)} items, got {len(out)}"
     return "the value differs from the reference's"

@@ -1,0 +1,300 @@
+"""Random cases and likely mistakes for the residual and feed-forward exercises (chapter 05).
+
+* ``position_wise_ffn(x, w1, b1, w2, b2)``: the 2017 ReLU FFN with weights in
+  ``nn.Linear``'s layout. Cases cover batch shapes, a single token, float32
+  and float64, ``d_ff`` equal to and different from ``d_model``, sequences as
+  long as ``d_model`` (so that mixing the wrong axis gives a result of the
+  right shape), and missing biases (``None``).
+* ``residual(x, sublayer, norm, position)``: the three norm positions. The
+  sublayers and norms are torch modules or torch functions (never code from
+  :mod:`course_lib`, which the learner may not call); float32 cases use
+  dtype-agnostic functions so that the float64 reference can run them too.
+* ``ffn_param_count(d_model, d_ff, bias=True)`` and
+  ``layer_flops(n_tokens, d_model, d_ff)``: integers, compared by value.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from course_lib.blocks import layer_flops, residual
+from course_lib.grading import Case, Mistake
+from course_lib.mlp import mlp_param_count
+
+_BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
+POSITIONS = ("pre", "post", "res_post")
+
+
+def _name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+# --------------------------------------------------------------------------
+# Exercise: the position-wise FFN
+# --------------------------------------------------------------------------
+def reference_position_wise_ffn(x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None) -> Tensor:
+    """``relu(x W1^T + b1) W2^T + b2`` over the last axis; ``x``: ``(..., d_model)``,
+    ``w1``: ``(d_ff, d_model)``, ``w2``: ``(d_model, d_ff)`` (``nn.Linear``'s layout)."""
+    return F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)
+
+
+def ffn_cases(seed: int = 0, n: int = 30) -> list[Case]:
+    """Random ``(x, w1, b1, w2, b2)`` cases."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
+        d_model = [1, 3, 4, 8, 16][int(torch.randint(0, 5, (1,), generator=g))] if i > 0 else 8
+        d_ff = [4 * d_model, d_model, 5, 2 * d_model + 1][i % 4]
+        n_tok = int(torch.randint(1, 9, (1,), generator=g))
+        if i % 3 == 1:
+            n_tok = d_model  # a (d_model, d_model) token matrix: transposing the wrong axis still "works"
+        shape = batch + (n_tok, d_model)
+        if i == 7:
+            shape = (d_model,)  # a single token with no sequence axis
+        dtype = torch.float64 if i % 3 == 0 else torch.float32
+        r = lambda *s, scale=1.0: (torch.randn(*s, generator=g, dtype=torch.float64) * scale).to(dtype)  # noqa: E731
+        x = r(*shape)
+        w1, b1 = r(d_ff, d_model, scale=d_model**-0.5), r(d_ff, scale=0.5)
+        w2, b2 = r(d_model, d_ff, scale=d_ff**-0.5), r(d_model, scale=0.5)
+        bias_label = "with biases"
+        if i % 5 == 4:
+            b1, b2, bias_label = None, None, "no biases (b1 = b2 = None)"
+        elif i % 10 == 9:
+            b2, bias_label = None, "b2 = None"
+        label = f"x {tuple(x.shape)}, d_ff={d_ff}, {bias_label}, {_name(dtype)}"
+        cases.append(Case((x, w1, b1, w2, b2), label=label))
+    return cases
+
+
+def _lin(x, w, b):
+    out = x @ w.transpose(-2, -1)
+    return out if b is None else out + b
+
+
+def _ffn(x, w1, b1, w2, b2, act=F.relu, out_act=None, use_b1=True, use_b2=True):
+    h = act(_lin(x, w1, b1 if use_b1 else None))
+    y = _lin(h, w2, b2 if use_b2 else None)
+    return out_act(y) if out_act else y
+
+
+def _columns(x, w1, b1, w2, b2):
+    """The tokens-as-columns formula applied to a tokens-as-rows x: it mixes the sequence axis."""
+    h = w1 @ x
+    if b1 is not None:
+        h = h + b1[:, None]
+    y = w2 @ F.relu(h)
+    return y if b2 is None else y + b2[:, None]
+
+
+FFN_MISTAKES = [
+    Mistake("the first bias b1 is missing: the hidden layer is relu(x W1^T + b1).",
+            lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, use_b1=False)),
+    Mistake("the second bias b2 is missing: the output is h W2^T + b2.",
+            lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, use_b2=False)),
+    Mistake("a ReLU is applied after the second layer too: the output of the FFN is not rectified.",
+            lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, out_act=F.relu)),
+    Mistake("the activation is GELU; this FFN uses ReLU, max(0, .).",
+            lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, act=F.gelu)),
+    Mistake("the activation is the tanh approximation of GELU; this FFN uses ReLU, max(0, .).",
+            lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, act=lambda t: F.gelu(t, approximate="tanh"))),
+    Mistake("the ReLU is missing: without it the two layers collapse into one linear map.",
+            lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, act=lambda t: t)),
+    Mistake("the ReLU comes before the first layer instead of between the layers.",
+            lambda x, w1, b1, w2, b2: _lin(_lin(F.relu(x), w1, b1), w2, b2)),
+    Mistake("the weights are not transposed: nn.Linear stores W as (out_features, in_features), so compute x @ W.T.",
+            lambda x, w1, b1, w2, b2: _ffn(x, w1.transpose(-2, -1), b1, w2.transpose(-2, -1), b2)),
+    Mistake("the FFN mixes the sequence axis (the tokens-as-columns formula W x applied to rows): "
+            "it must act on the features of each token, the last axis.", _columns),
+    Mistake("the FFN mixes the sequence axis and transposes back: it must act on the last axis of x.",
+            lambda x, w1, b1, w2, b2: _columns(x, w1, b1, w2, b2).transpose(-2, -1)),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise: residual with the three norm positions
+# --------------------------------------------------------------------------
+def _frozen(module: nn.Module) -> nn.Module:
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return module.eval()
+
+
+def _modules(g: torch.Generator, d: int, kind: int):
+    """A float64 sublayer and norm: torch modules with fixed random weights."""
+    torch_state = torch.random.get_rng_state()
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
+    try:
+        if kind == 0:
+            sub = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+            label = "sublayer Linear-GELU-Linear"
+        else:
+            sub = nn.Sequential(nn.Linear(d, d), nn.Tanh())
+            label = "sublayer tanh(Linear)"
+        norm = nn.LayerNorm(d)
+        with torch.no_grad():
+            for lin in sub:
+                if isinstance(lin, nn.Linear):
+                    lin.weight.mul_(2.0)
+                    lin.bias.normal_(0.0, 0.5)
+            norm.weight.uniform_(0.5, 2.0)
+            norm.bias.normal_(0.0, 0.5)
+    finally:
+        torch.random.set_rng_state(torch_state)
+    return _frozen(sub.double()), _frozen(norm.double()), label + ", norm LayerNorm (affine)"
+
+
+def _functions(d: int, kind: int):
+    """A dtype-agnostic sublayer and norm made of torch functions, for float32 cases."""
+    if kind == 0:
+        sub = functools.partial(torch.roll, shifts=1, dims=-1)
+        sub_label = "sublayer roll(x, 1)"
+    else:
+        sub = torch.sin
+        sub_label = "sublayer sin"
+    if d > 1 and kind == 0:
+        return sub, functools.partial(F.layer_norm, normalized_shape=(d,)), sub_label + ", norm layer_norm"
+    return sub, functools.partial(F.rms_norm, normalized_shape=(d,)), sub_label + ", norm rms_norm"
+
+
+def residual_cases(seed: int = 0, n: int = 30) -> list[Case]:
+    """Random ``(x, sublayer, norm, position)`` cases, every position in turn."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        position = POSITIONS[i % 3]
+        batch = _BATCH_SHAPES[(i // 3) % len(_BATCH_SHAPES)]
+        d = [2, 4, 8, 16][int(torch.randint(0, 4, (1,), generator=g))]
+        n_tok = int(torch.randint(1, 7, (1,), generator=g))
+        dtype = torch.float64 if (i // 3) % 2 == 0 else torch.float32
+        x = (torch.randn(batch + (n_tok, d), generator=g, dtype=torch.float64) * 1.5 + 0.5).to(dtype)
+        kind = (i // 6) % 2
+        if dtype == torch.float64:
+            sub, norm, what = _modules(g, d, kind)
+        else:
+            sub, norm, what = _functions(d, kind)
+        label = f"position={position!r}, x {tuple(x.shape)}, {_name(dtype)}, {what}"
+        cases.append(Case((x, sub, norm, position), label=label))
+    return cases
+
+
+def _by_position(pre, post, res_post):
+    table = {"pre": pre, "post": post, "res_post": res_post}
+    return lambda x, f, norm, position: table[position](x, f, norm)
+
+
+RESIDUAL_MISTAKES = [
+    Mistake("the norm positions 'pre' and 'post' are swapped: 'pre' is x + sublayer(norm(x)), "
+            "'post' is norm(x + sublayer(x)).",
+            _by_position(lambda x, f, n: n(x + f(x)), lambda x, f, n: x + f(n(x)), lambda x, f, n: x + n(f(x)))),
+    Mistake("'res_post' normalizes the sum; it normalizes only the branch: x + norm(sublayer(x)).",
+            _by_position(lambda x, f, n: x + f(n(x)), lambda x, f, n: n(x + f(x)), lambda x, f, n: n(x + f(x)))),
+    Mistake("'res_post' normalizes the sublayer's input; it normalizes its output: x + norm(sublayer(x)).",
+            _by_position(lambda x, f, n: x + f(n(x)), lambda x, f, n: n(x + f(x)), lambda x, f, n: x + f(n(x)))),
+    Mistake("'post' normalizes the branch only; it normalizes the sum: norm(x + sublayer(x)).",
+            _by_position(lambda x, f, n: x + f(n(x)), lambda x, f, n: x + n(f(x)), lambda x, f, n: x + n(f(x)))),
+    Mistake("the skip connection is missing: the input x must be added back to the branch.",
+            _by_position(lambda x, f, n: f(n(x)), lambda x, f, n: n(f(x)), lambda x, f, n: n(f(x)))),
+    Mistake("the result is only the sublayer's output f(x): add the skip x and apply the norm where `position` says.",
+            lambda x, f, n, p: f(x)),
+    Mistake("x is added twice: the skip adds x once to the branch's output.",
+            _by_position(lambda x, f, n: 2 * x + f(n(x)), lambda x, f, n: n(2 * x + f(x)), lambda x, f, n: 2 * x + n(f(x)))),
+    Mistake("in 'pre' the skip carries x itself, not norm(x): x + sublayer(norm(x)).",
+            _by_position(lambda x, f, n: n(x) + f(n(x)), lambda x, f, n: n(x + f(x)), lambda x, f, n: x + n(f(x)))),
+    Mistake("'post' also normalizes the sublayer's input: it is norm(x + sublayer(x)), with the raw x inside.",
+            _by_position(lambda x, f, n: x + f(n(x)), lambda x, f, n: n(x + f(n(x))), lambda x, f, n: x + n(f(x)))),
+    Mistake("the norm is never applied.", lambda x, f, n, p: x + f(x)),
+    Mistake("`position` is ignored: every case is computed as 'pre'.", lambda x, f, n, p: x + f(n(x))),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercises: counting parameters and FLOPs
+# --------------------------------------------------------------------------
+def param_count_cases(seed: int = 0, n: int = 30) -> list[Case]:
+    """``(d_model, d_ff[, bias])`` cases: small, equal, large (GPT-3-sized) widths, with and without biases."""
+    g = torch.Generator().manual_seed(seed)
+    fixed = [(4, 16, True), (4, 16, False), (512, 2048, True), (768, 3072, False), (12288, 49152, True),
+             (6, 6, True), (10, 3, False), (1, 1, True)]
+    cases = [Case((d, f, b), label=f"d_model={d}, d_ff={f}, bias={b}") for d, f, b in fixed]
+    for i in range(n - len(fixed)):
+        d = int(torch.randint(1, 2000, (1,), generator=g))
+        f = [4 * d, int(torch.randint(1, 5000, (1,), generator=g)), d][i % 3]
+        if i % 4 == 3:
+            cases.append(Case((d, f), label=f"d_model={d}, d_ff={f}, bias left at its default"))
+        else:
+            b = bool(i % 2)
+            cases.append(Case((d, f, b), label=f"d_model={d}, d_ff={f}, bias={b}"))
+    return cases
+
+
+def _params(d, f, bias=True, w=2, b1=True, b2=True, ignore_flag=False):
+    return w * d * f + ((f if b1 else 0) + (d if b2 else 0) if (bias or ignore_flag) else 0)
+
+
+PARAM_COUNT_MISTAKES = [
+    Mistake("the biases are missing: with bias=True add d_ff (first layer) + d_model (second layer).",
+            lambda d, f, bias=True: _params(d, f, False)),
+    Mistake("biases are counted even when bias=False.", lambda d, f, bias=True: _params(d, f, bias, ignore_flag=True)),
+    Mistake("only the first layer's bias (d_ff) is counted; the second layer has d_model biases too.",
+            lambda d, f, bias=True: _params(d, f, bias, b2=False)),
+    Mistake("only the second layer's bias (d_model) is counted; the first layer has d_ff biases too.",
+            lambda d, f, bias=True: _params(d, f, bias, b1=False)),
+    Mistake("both biases are counted as d_ff: the second layer's bias has d_model entries.",
+            lambda d, f, bias=True: 2 * d * f + (2 * f if bias else 0)),
+    Mistake("both biases are counted as d_model: the first layer's bias has d_ff entries.",
+            lambda d, f, bias=True: 2 * d * f + (2 * d if bias else 0)),
+    Mistake("only one weight matrix is counted: there are two, d_model x d_ff and d_ff x d_model.",
+            lambda d, f, bias=True: _params(d, f, bias, w=1)),
+    Mistake("d_ff is taken as 4 * d_model; use the d_ff you are given.",
+            lambda d, f, bias=True: _params(d, 4 * d, bias)),
+    Mistake("the count is a float: use integer arithmetic (no `/`, no float()).",
+            lambda d, f, bias=True: float(_params(d, f, bias))),
+]
+
+
+def flops_cases(seed: int = 0, n: int = 30) -> list[Case]:
+    """``(n_tokens, d_model, d_ff)`` cases: one token, N < D, N = D, N >> D, d_ff != 4 D, large models."""
+    g = torch.Generator().manual_seed(seed)
+    fixed = [(10, 4, 16), (3, 5, 7), (1, 8, 32), (1, 1, 1), (196, 768, 3072), (2048, 12288, 49152), (8192, 64, 256),
+             (6, 6, 6)]
+    cases = [Case(c, label=f"n_tokens={c[0]}, d_model={c[1]}, d_ff={c[2]}") for c in fixed]
+    for i in range(n - len(fixed)):
+        d = int(torch.randint(1, 1500, (1,), generator=g))
+        n_tok = int(torch.randint(1, 5000, (1,), generator=g))
+        f = [4 * d, int(torch.randint(1, 6000, (1,), generator=g)), 2 * d + 3][i % 3]
+        cases.append(Case((n_tok, d, f), label=f"n_tokens={n_tok}, d_model={d}, d_ff={f}"))
+    return cases
+
+
+def _flops(n, d, f, factor=2, proj=4, mix=2, ffn_mats=2):
+    return {"projections": factor * proj * n * d * d, "attention": factor * mix * n * n * d,
+            "ffn": factor * ffn_mats * n * d * f}
+
+
+FLOPS_MISTAKES = [
+    Mistake("multiply-adds are counted as 1 FLOP; count each as 2 (a multiplication and an addition).",
+            lambda n, d, f: _flops(n, d, f, factor=1)),
+    Mistake("only three projections are counted: Q, K, V *and* the output projection make four.",
+            lambda n, d, f: _flops(n, d, f, proj=3)),
+    Mistake("\"attention\" counts only Q K^T: the weighted sum of the values (weights @ V) costs as much again.",
+            lambda n, d, f: _flops(n, d, f, mix=1)),
+    Mistake("\"ffn\" counts one matrix product; the FFN has two (d_model -> d_ff -> d_model).",
+            lambda n, d, f: _flops(n, d, f, ffn_mats=1)),
+    Mistake("d_ff is taken as 4 * d_model; use the d_ff you are given.", lambda n, d, f: _flops(n, d, 4 * d)),
+    Mistake("\"attention\" grows like N D^2; the score and value products are N x N x D each, 4 N^2 D in all.",
+            lambda n, d, f: {**_flops(n, d, f), "attention": 4 * n * d * d}),
+    Mistake("\"projections\" grow like N^2 D; each of the four maps costs N x D x D multiply-adds, 8 N D^2 in all.",
+            lambda n, d, f: {**_flops(n, d, f), "projections": 8 * n * n * d}),
+    Mistake("the counts are floats: use integer arithmetic (no `/`, no float()).",
+            lambda n, d, f: {k: float(v) for k, v in _flops(n, d, f).items()}),
+]
+
+__all__ = [
+    "reference_position_wise_ffn", "ffn_cases", "FFN_MISTAKES", "residual", "residual_cases", "RESIDUAL_MISTAKES",
+    "mlp_param_count", "param_count_cases", "PARAM_COUNT_MISTAKES", "layer_flops", "flops_cases", "FLOPS_MISTAKES",
+]

@@ -1,0 +1,284 @@
+"""Plausible wrong implementations for assignment 03-multi-head-attention, as data.
+
+Each entry replaces the solution cell ``exercise`` of
+solutions/03-multi-head-attention/multi_head_attention.ipynb with ``source``;
+the hidden tests of that exercise must fail on it (tests/test_catalogues.py).
+``mistake`` says what a learner got wrong, in the words of a reviewer.
+"""
+
+WRONG = [
+    # ------------------------------------------------------------ split_heads
+    dict(exercise="split_heads", mistake="reshape straight to (b, h, n, d) without transposing: right shape, wrong content", source='''
+def split_heads(x, n_heads):
+    b, n, d = x.shape
+    return x.reshape(b, n_heads, n, d // n_heads)
+'''),
+    dict(exercise="split_heads", mistake="view to (b, h, n, d): the same bug with view", source='''
+def split_heads(x, n_heads):
+    b, n, d = x.shape
+    return x.view(b, n_heads, n, d // n_heads)
+'''),
+    dict(exercise="split_heads", mistake="forgets the transpose: returns (b, n, h, d)", source='''
+def split_heads(x, n_heads):
+    b, n, d = x.shape
+    return x.reshape(b, n, n_heads, d // n_heads)
+'''),
+    dict(exercise="split_heads", mistake="interleaved heads: splits the features as (head_dim, n_heads)", source='''
+def split_heads(x, n_heads):
+    b, n, d = x.shape
+    return x.reshape(b, n, d // n_heads, n_heads).permute(0, 3, 1, 2)
+'''),
+    dict(exercise="split_heads", mistake="swaps n_heads and head_dim in the reshape", source='''
+def split_heads(x, n_heads):
+    b, n, d = x.shape
+    return x.reshape(b, n, d // n_heads, n_heads).transpose(1, 2)
+'''),
+    dict(exercise="split_heads", mistake="transposes the wrong pair of axes: (b, h, d, n)", source='''
+def split_heads(x, n_heads):
+    b, n, d = x.shape
+    return x.reshape(b, n, n_heads, d // n_heads).permute(0, 2, 3, 1)
+'''),
+    dict(exercise="split_heads", mistake="uses torch.chunk on the sequence axis instead of the features", source='''
+def split_heads(x, n_heads):
+    b, n, d = x.shape
+    return torch.stack(torch.chunk(x.reshape(b, n * n_heads, d // n_heads), n_heads, dim=1), dim=1)
+'''),
+    dict(exercise="split_heads", mistake="calls the reference", source='''
+def split_heads(x, n_heads):
+    from course_lib.attention import split_heads as ref
+    return ref(x, n_heads)
+'''),
+    dict(exercise="split_heads", mistake="detaches (numpy round trip)", source='''
+def split_heads(x, n_heads):
+    b, n, d = x.shape
+    return torch.from_numpy(x.detach().numpy().reshape(b, n, n_heads, d // n_heads).transpose(0, 2, 1, 3).copy())
+'''),
+    # ------------------------------------------------------------ merge_heads
+    dict(exercise="merge_heads", mistake="reshape without transposing back: right shape, wrong content", source='''
+def merge_heads(x):
+    b, h, n, d = x.shape
+    return x.reshape(b, n, h * d)
+'''),
+    dict(exercise="merge_heads", mistake="transposes then .view: fails on a non-contiguous tensor", source='''
+def merge_heads(x):
+    b, h, n, d = x.shape
+    return x.transpose(1, 2).view(b, n, h * d)
+'''),
+    dict(exercise="merge_heads", mistake="forgets to flatten: returns (b, n, h, d)", source='''
+def merge_heads(x):
+    return x.transpose(1, 2)
+'''),
+    dict(exercise="merge_heads", mistake="interleaves the heads: permute to (b, n, d, h)", source='''
+def merge_heads(x):
+    b, h, n, d = x.shape
+    return x.permute(0, 2, 3, 1).reshape(b, n, h * d)
+'''),
+    dict(exercise="merge_heads", mistake="concatenates along the sequence axis", source='''
+def merge_heads(x):
+    b, h, n, d = x.shape
+    return torch.cat([x[:, i] for i in range(h)], dim=1).reshape(b, n, h * d)
+'''),
+    dict(exercise="merge_heads", mistake="sums the heads instead of concatenating them", source='''
+def merge_heads(x):
+    b, h, n, d = x.shape
+    return x.sum(dim=1).repeat(1, 1, h)
+'''),
+    dict(exercise="merge_heads", mistake="heads in reverse order", source='''
+def merge_heads(x):
+    b, h, n, d = x.shape
+    return x.flip(1).transpose(1, 2).reshape(b, n, h * d)
+'''),
+    # ------------------------------------------------------------ multi_head_attention
+    dict(exercise="multi_head_attention", mistake="no 1/sqrt(d_k) scale", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
+    return merge_heads(torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", mistake="scales by sqrt(d_model) instead of sqrt(head_dim)", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])
+    return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", mistake="one full-width head: ignores n_heads", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = x @ w_q.T, x @ w_k.T, x @ w_v.T
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1] // n_heads)
+    return torch.softmax(s, dim=-1) @ v @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", mistake="splits heads by reshape without transpose", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    b, n, d = x.shape
+    q, k, v = ((x @ w.T).reshape(b, n_heads, n, d // n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(d // n_heads)
+    return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", mistake="merges heads by reshape without transpose", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    b, n, d = x.shape
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(d // n_heads)
+    return (torch.softmax(s, dim=-1) @ v).reshape(b, n, d) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", mistake="forgets the output projection", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return merge_heads(torch.softmax(s, dim=-1) @ v)
+'''),
+    dict(exercise="multi_head_attention", mistake="uses the weights untransposed (x @ w)", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = (split_heads(x @ w, n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o
+'''),
+    dict(exercise="multi_head_attention", mistake="only the output weight untransposed", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o
+'''),
+    dict(exercise="multi_head_attention", mistake="softmax over the queries (dim=-2)", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return merge_heads(torch.softmax(s, dim=-2) @ v) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", mistake="adds a causal mask nobody asked for", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    n = s.shape[-1]
+    s = s.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+    return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", mistake="keys from the value weights (copy-paste slip)", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_v, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", mistake="averages the heads' outputs instead of concatenating", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    heads = torch.softmax(s, dim=-1) @ v
+    return heads.mean(dim=1).repeat(1, 1, n_heads) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", mistake="calls torch's fused scaled_dot_product_attention", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    import torch.nn.functional as F
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
+    return merge_heads(F.scaled_dot_product_attention(q, k, v)) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", mistake="uses nn.MultiheadAttention with the given weights", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    d = x.shape[-1]
+    layer = torch.nn.MultiheadAttention(d, n_heads, bias=False, batch_first=True).to(x.dtype)
+    with torch.no_grad():
+        layer.in_proj_weight.copy_(torch.cat([w_q, w_k, w_v]))
+        layer.out_proj.weight.copy_(w_o)
+    return layer(x, x, x, need_weights=False)[0]
+'''),
+    dict(exercise="multi_head_attention", mistake="calls the reference", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    from course_lib.attention import multi_head_attention as ref
+    return ref(x, w_q, w_k, w_v, w_o, n_heads)
+'''),
+    dict(exercise="multi_head_attention", mistake="computes in float32 (loses float64 inputs' dtype)", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    x, w_q, w_k, w_v, w_o = (t.float() for t in (x, w_q, w_k, w_v, w_o))
+    q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o.T
+'''),
+    # ------------------------------------------------------------ project_heads_separately
+    dict(exercise="project_heads_separately", mistake="averages the per-head projections", source='''
+def project_heads_separately(heads, w_o):
+    h, d = heads.shape[-3], heads.shape[-1]
+    return sum(heads[..., i, :, :] @ w_o[:, i * d:(i + 1) * d].T for i in range(h)) / h
+'''),
+    dict(exercise="project_heads_separately", mistake="interleaved columns w_o[:, i::h]", source='''
+def project_heads_separately(heads, w_o):
+    h = heads.shape[-3]
+    return sum(heads[..., i, :, :] @ w_o[:, i::h].T for i in range(h))
+'''),
+    dict(exercise="project_heads_separately", mistake="takes blocks of rows of w_o (works only when square)", source='''
+def project_heads_separately(heads, w_o):
+    h, d = heads.shape[-3], heads.shape[-1]
+    return sum(heads[..., i, :, :] @ w_o[i * d:(i + 1) * d, :] for i in range(h))
+'''),
+    dict(exercise="project_heads_separately", mistake="concatenates by reshape without transpose", source='''
+def project_heads_separately(heads, w_o):
+    *lead, h, n, d = heads.shape
+    return heads.reshape(*lead, n, h * d) @ w_o.T
+'''),
+    dict(exercise="project_heads_separately", mistake="off by one in the loop: skips the last head", source='''
+def project_heads_separately(heads, w_o):
+    h, d = heads.shape[-3], heads.shape[-1]
+    out = 0
+    for i in range(h - 1):
+        out = out + heads[..., i, :, :] @ w_o[:, i * d:(i + 1) * d].T
+    return out if h > 1 else heads[..., 0, :, :] @ w_o.T
+'''),
+    dict(exercise="project_heads_separately", mistake="indexes the head on axis 1 (assumes one batch axis)", source='''
+def project_heads_separately(heads, w_o):
+    h, d = heads.shape[1], heads.shape[-1]
+    return sum(heads[:, i] @ w_o[:, i * d:(i + 1) * d].T for i in range(h))
+'''),
+    dict(exercise="project_heads_separately", mistake="head width taken from d_model // n_heads (assumes d_model == n_heads * head_dim)", source='''
+def project_heads_separately(heads, w_o):
+    h = heads.shape[-3]
+    d = w_o.shape[0] // h
+    return sum(heads[..., i, :, :d] @ w_o[:, i * d:(i + 1) * d].T for i in range(h))
+'''),
+    dict(exercise="project_heads_separately", mistake="returns the per-head contributions without summing", source='''
+def project_heads_separately(heads, w_o):
+    h, d = heads.shape[-3], heads.shape[-1]
+    return torch.stack([heads[..., i, :, :] @ w_o[:, i * d:(i + 1) * d].T for i in range(h)], dim=-3)
+'''),
+    dict(exercise="project_heads_separately", mistake="calls the reference", source='''
+def project_heads_separately(heads, w_o):
+    from course_lib.attention import mha_output_as_head_sum
+    return mha_output_as_head_sum(heads, w_o)
+'''),
+    # ------------------------------------------------------------ mha_param_count
+    dict(exercise="mha_param_count", mistake="forgets W_O", source='''
+def mha_param_count(d_model, n_heads, bias=True):
+    return 3 * d_model * d_model + (3 * d_model if bias else 0)
+'''),
+    dict(exercise="mha_param_count", mistake="ignores the biases", source='''
+def mha_param_count(d_model, n_heads, bias=True):
+    return 4 * d_model * d_model
+'''),
+    dict(exercise="mha_param_count", mistake="counts biases even when bias=False", source='''
+def mha_param_count(d_model, n_heads, bias=True):
+    return 4 * d_model * d_model + 4 * d_model
+'''),
+    dict(exercise="mha_param_count", mistake="returns a float (true division)", source='''
+def mha_param_count(d_model, n_heads, bias=True):
+    head_dim = d_model / n_heads
+    return 4 * n_heads * head_dim * d_model + (4 * d_model if bias else 0)
+'''),
+    dict(exercise="mha_param_count", mistake="full-width weights per head", source='''
+def mha_param_count(d_model, n_heads, bias=True):
+    return n_heads * (4 * d_model * d_model) + (4 * d_model if bias else 0)
+'''),
+    dict(exercise="mha_param_count", mistake="each head's projection counted as head_dim x head_dim", source='''
+def mha_param_count(d_model, n_heads, bias=True):
+    head_dim = d_model // n_heads
+    return 4 * n_heads * head_dim * head_dim + (4 * d_model if bias else 0)
+'''),
+    dict(exercise="mha_param_count", mistake="one bias vector only", source='''
+def mha_param_count(d_model, n_heads, bias=True):
+    return 4 * d_model * d_model + (d_model if bias else 0)
+'''),
+    dict(exercise="mha_param_count", mistake="bias counted per head", source='''
+def mha_param_count(d_model, n_heads, bias=True):
+    return 4 * d_model * d_model + (4 * n_heads * d_model if bias else 0)
+'''),
+    dict(exercise="mha_param_count", mistake="bias given a default of False", source='''
+def mha_param_count(d_model, n_heads, bias=False):
+    return 4 * d_model * d_model + (4 * d_model if bias else 0)
+'''),
+]

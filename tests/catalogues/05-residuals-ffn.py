@@ -1,0 +1,297 @@
+"""Plausible wrong implementations for assignment 05-residuals-ffn, as data.
+
+Each entry replaces the solution cell ``exercise`` of
+solutions/05-residuals-ffn/residuals_ffn.ipynb with ``source``; the hidden
+tests of that exercise must fail on it (tests/test_catalogues.py).
+``mistake`` says what a learner got wrong, in the words of a reviewer.
+"""
+
+WRONG = [
+    # ------------------------------------------------------------ position_wise_ffn
+    dict(exercise="position_wise_ffn", mistake="forgets the first bias", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    y = torch.relu(x @ w1.T) @ w2.T
+    return y if b2 is None else y + b2
+'''),
+    dict(exercise="position_wise_ffn", mistake="forgets the second bias", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = x @ w1.T
+    if b1 is not None:
+        h = h + b1
+    return torch.relu(h) @ w2.T
+'''),
+    dict(exercise="position_wise_ffn", mistake="ReLU after the second layer as well", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = x @ w1.T + (0 if b1 is None else b1)
+    y = torch.relu(h) @ w2.T + (0 if b2 is None else b2)
+    return torch.relu(y)
+'''),
+    dict(exercise="position_wise_ffn", mistake="GELU instead of ReLU", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    import torch.nn.functional as F
+    return F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
+'''),
+    dict(exercise="position_wise_ffn", mistake="weights not transposed (x @ W, reshaped to fit)", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = x @ w1.reshape(w1.shape[1], w1.shape[0])
+    if b1 is not None:
+        h = h + b1
+    y = torch.relu(h) @ w2.reshape(w2.shape[1], w2.shape[0])
+    return y if b2 is None else y + b2
+'''),
+    dict(exercise="position_wise_ffn", mistake="weights used without transposing (fails whenever d_ff != d_model)", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = x @ w1
+    if b1 is not None:
+        h = h + b1
+    y = torch.relu(h) @ w2
+    return y if b2 is None else y + b2
+'''),
+    dict(exercise="position_wise_ffn", mistake="tokens-as-columns formula: mixes the sequence axis", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    xt = x.transpose(-2, -1) if x.ndim > 1 else x
+    h = xt @ w1.T
+    if b1 is not None:
+        h = h + b1
+    y = torch.relu(h) @ w2.T
+    if b2 is not None:
+        y = y + b2
+    return y.transpose(-2, -1) if x.ndim > 1 else y
+'''),
+    dict(exercise="position_wise_ffn", mistake="always adds the biases (crashes on None)", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    return torch.relu(x @ w1.T + b1) @ w2.T + b2
+'''),
+    dict(exercise="position_wise_ffn", mistake="no activation at all", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = x @ w1.T + (0 if b1 is None else b1)
+    return h @ w2.T + (0 if b2 is None else b2)
+'''),
+    dict(exercise="position_wise_ffn", mistake="adds the bias into b1's storage in place", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = x @ w1.T
+    if b1 is not None:
+        b1 += 0.0
+        h = h + b1
+    b = w2.T
+    b.mul_(1.0)
+    y = torch.relu(h) @ w2.T
+    if b2 is not None:
+        b2.add_(x.mean())
+        y = y + b2
+    return y
+'''),
+    dict(exercise="position_wise_ffn", mistake="detaches the result (numpy round trip)", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = x @ w1.T
+    if b1 is not None:
+        h = h + b1
+    y = torch.relu(h) @ w2.T
+    if b2 is not None:
+        y = y + b2
+    return torch.from_numpy(y.detach().numpy())
+'''),
+    dict(exercise="position_wise_ffn", mistake="computes in float32 whatever the input dtype", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = x.float() @ w1.float().T
+    if b1 is not None:
+        h = h + b1.float()
+    y = torch.relu(h) @ w2.float().T
+    return y if b2 is None else y + b2.float()
+'''),
+    dict(exercise="position_wise_ffn", mistake="calls the course's MLP", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    from course_lib.mlp import MLP
+    mlp = MLP(w1.shape[1], w1.shape[0], act="relu", bias=False).to(x.dtype)
+    with torch.no_grad():
+        mlp.fc1.weight.copy_(w1)
+        mlp.fc2.weight.copy_(w2)
+    y = mlp(x)
+    return y
+'''),
+    # ------------------------------------------------------------ residual
+    dict(exercise="residual", mistake="pre and post swapped", source='''
+def residual(x, sublayer, norm, position):
+    if position == "pre":
+        return norm(x + sublayer(x))
+    if position == "post":
+        return x + sublayer(norm(x))
+    return x + norm(sublayer(x))
+'''),
+    dict(exercise="residual", mistake="res_post normalizes the sum (same as post)", source='''
+def residual(x, sublayer, norm, position):
+    if position == "pre":
+        return x + sublayer(norm(x))
+    return norm(x + sublayer(x))
+'''),
+    dict(exercise="residual", mistake="missing skip connection", source='''
+def residual(x, sublayer, norm, position):
+    if position == "pre":
+        return sublayer(norm(x))
+    if position == "post":
+        return norm(sublayer(x))
+    return norm(sublayer(x))
+'''),
+    dict(exercise="residual", mistake="skip added twice", source='''
+def residual(x, sublayer, norm, position):
+    if position == "pre":
+        out = x + sublayer(norm(x))
+    elif position == "post":
+        out = norm(x + sublayer(x))
+    else:
+        out = x + norm(sublayer(x))
+    return out + x if position != "post" else out
+'''),
+    dict(exercise="residual", mistake="returns the sublayer's output only", source='''
+def residual(x, sublayer, norm, position):
+    return sublayer(x)
+'''),
+    dict(exercise="residual", mistake="pre: the skip carries norm(x)", source='''
+def residual(x, sublayer, norm, position):
+    if position == "pre":
+        h = norm(x)
+        return h + sublayer(h)
+    if position == "post":
+        return norm(x + sublayer(x))
+    return x + norm(sublayer(x))
+'''),
+    dict(exercise="residual", mistake="ignores position (always pre)", source='''
+def residual(x, sublayer, norm, position):
+    return x + sublayer(norm(x))
+'''),
+    dict(exercise="residual", mistake="res_post applies the norm before the sublayer", source='''
+def residual(x, sublayer, norm, position):
+    if position == "post":
+        return norm(x + sublayer(x))
+    return x + sublayer(norm(x))
+'''),
+    dict(exercise="residual", mistake="post normalizes only the branch", source='''
+def residual(x, sublayer, norm, position):
+    if position == "pre":
+        return x + sublayer(norm(x))
+    return x + norm(sublayer(x))
+'''),
+    dict(exercise="residual", mistake="adds in place into x", source='''
+def residual(x, sublayer, norm, position):
+    if position == "pre":
+        x += sublayer(norm(x))
+        return x
+    if position == "post":
+        return norm(x + sublayer(x))
+    x += norm(sublayer(x))
+    return x
+'''),
+    dict(exercise="residual", mistake="norm applied twice in post (before and after)", source='''
+def residual(x, sublayer, norm, position):
+    if position == "pre":
+        return x + sublayer(norm(x))
+    if position == "post":
+        return norm(x + sublayer(norm(x)))
+    return x + norm(sublayer(x))
+'''),
+    dict(exercise="residual", mistake="calls the course's residual", source='''
+def residual(x, sublayer, norm, position):
+    from course_lib import blocks
+    return blocks.residual(x, sublayer, norm, position)
+'''),
+    # ------------------------------------------------------------ ffn_param_count
+    dict(exercise="ffn_param_count", mistake="forgets the biases", source='''
+def ffn_param_count(d_model, d_ff, bias=True):
+    return 2 * d_model * d_ff
+'''),
+    dict(exercise="ffn_param_count", mistake="counts biases whatever the flag", source='''
+def ffn_param_count(d_model, d_ff, bias=True):
+    return 2 * d_model * d_ff + d_ff + d_model
+'''),
+    dict(exercise="ffn_param_count", mistake="only the hidden bias", source='''
+def ffn_param_count(d_model, d_ff, bias=True):
+    return 2 * d_model * d_ff + (d_ff if bias else 0)
+'''),
+    dict(exercise="ffn_param_count", mistake="both biases of width d_model", source='''
+def ffn_param_count(d_model, d_ff, bias=True):
+    return 2 * d_model * d_ff + (2 * d_model if bias else 0)
+'''),
+    dict(exercise="ffn_param_count", mistake="one weight matrix", source='''
+def ffn_param_count(d_model, d_ff, bias=True):
+    return d_model * d_ff + (d_ff + d_model if bias else 0)
+'''),
+    dict(exercise="ffn_param_count", mistake="assumes d_ff = 4 d_model", source='''
+def ffn_param_count(d_model, d_ff, bias=True):
+    d_ff = 4 * d_model
+    return 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
+'''),
+    dict(exercise="ffn_param_count", mistake="returns a float", source='''
+def ffn_param_count(d_model, d_ff, bias=True):
+    return 2.0 * d_model * d_ff + (d_ff + d_model if bias else 0)
+'''),
+    dict(exercise="ffn_param_count", mistake="default bias=False", source='''
+def ffn_param_count(d_model, d_ff, bias=False):
+    return 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
+'''),
+    dict(exercise="ffn_param_count", mistake="squares instead of multiplying (d_model^2 + d_ff^2)", source='''
+def ffn_param_count(d_model, d_ff, bias=True):
+    return d_model * d_model + d_ff * d_ff + (d_ff + d_model if bias else 0)
+'''),
+    dict(exercise="ffn_param_count", mistake="builds the layers with course_lib", source='''
+def ffn_param_count(d_model, d_ff, bias=True):
+    from course_lib.mlp import mlp_param_count
+    return mlp_param_count(d_model, d_ff, bias)
+'''),
+    # ------------------------------------------------------------ layer_flops
+    dict(exercise="layer_flops", mistake="counts multiply-adds, not FLOPs", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    return {"projections": 4 * n * d * d, "attention": 2 * n * n * d, "ffn": 2 * n * d * d_ff}
+'''),
+    dict(exercise="layer_flops", mistake="forgets the output projection", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    return {"projections": 2 * 3 * n * d * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * d_ff}
+'''),
+    dict(exercise="layer_flops", mistake="counts only Q K^T", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    return {"projections": 8 * n * d * d, "attention": 2 * n * n * d, "ffn": 4 * n * d * d_ff}
+'''),
+    dict(exercise="layer_flops", mistake="one FFN matrix", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    return {"projections": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 2 * n * d * d_ff}
+'''),
+    dict(exercise="layer_flops", mistake="ignores d_ff (uses 4 d_model)", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    return {"projections": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 16 * n * d * d}
+'''),
+    dict(exercise="layer_flops", mistake="N and D swapped in the attention products", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    return {"projections": 8 * n * d * d, "attention": 4 * n * d * d, "ffn": 4 * n * d * d_ff}
+'''),
+    dict(exercise="layer_flops", mistake="float division gives float counts", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    macs = {"projections": 4 * n * d * d, "attention": 2 * n * n * d, "ffn": 2 * n * d * d_ff}
+    return {k: v / 0.5 for k, v in macs.items()}
+'''),
+    dict(exercise="layer_flops", mistake="returns a tuple instead of a dict", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    return (8 * n * d * d, 4 * n * n * d, 4 * n * d * d_ff)
+'''),
+    dict(exercise="layer_flops", mistake="counts attention per head of width d/8 without multiplying by the heads", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    return {"projections": 8 * n * d * d, "attention": 4 * n * n * max(d // 8, 1), "ffn": 4 * n * d * d_ff}
+'''),
+    dict(exercise="layer_flops", mistake="projection cost N^2 D", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    return {"projections": 8 * n * n * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * d_ff}
+'''),
+    dict(exercise="layer_flops", mistake="wrong key names", source='''
+def layer_flops(n_tokens, d_model, d_ff):
+    n, d = n_tokens, d_model
+    return {"qkvo": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * d_ff}
+'''),
+]
