@@ -56,18 +56,21 @@ class CellResult:
         return self.error is None
 
 
-def run_cells(cells: list[Cell], replace: dict[str, str] | None = None, only_hidden: bool = False) -> dict[str, CellResult]:
+def run_cells(cells: list[Cell], replace: dict[str, str] | None = None, only_hidden: bool = False,
+              only_test: str | None = None) -> dict[str, CellResult]:
     """Execute the code cells in order in one namespace, as a kernel would.
 
     ``replace`` maps a solution cell's grade_id to the source to run instead.
-    With ``only_hidden``, test cells run only their hidden part. Errors are
-    recorded per graded cell and execution goes on (nbgrader's allow_errors).
+    With ``only_hidden``, test cells run only their hidden part. With
+    ``only_test``, the other exercises' test cells are skipped and execution
+    stops after that one. Errors are recorded per graded cell and execution
+    goes on (nbgrader's allow_errors).
     """
     replace = replace or {}
     ns: dict = {"__name__": "__main__"}
     results: dict[str, CellResult] = {}
     for i, cell in enumerate(cells):
-        if cell.kind != "code":
+        if cell.kind != "code" or (only_test and cell.grade and cell.grade_id != only_test):
             continue
         src = replace.get(cell.grade_id, cell.source)
         if cell.grade and only_hidden:
@@ -79,4 +82,6 @@ def run_cells(cells: list[Cell], replace: dict[str, str] | None = None, only_hid
             error = exc
         if cell.grade:
             results[cell.grade_id] = CellResult(cell.grade_id, cell.points, error)
+            if cell.grade_id == only_test:
+                break
     return results
