@@ -11,6 +11,10 @@ or the sequence, unlike BatchNorm), then rescale it with a learned gain:
 Under half precision the statistics are computed in float32 and the result is
 cast back: a sum of squares of bf16 numbers loses most of its digits.
 
+For comparison, :func:`batch_norm` normalizes each *feature* with statistics
+taken over the batch (and the sequence), optionally over real tokens only, and
+:func:`layer_norm_backward` writes out LayerNorm's gradient.
+
 Each layer has the explicit path (``fused=False``), which the book walks
 through, and PyTorch's fused kernel (``fused=True``, the default), which the
 models use for speed; they agree to floating-point error.
@@ -22,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["layer_norm", "rms_norm", "LayerNorm", "RMSNorm", "make_norm"]
+__all__ = ["layer_norm", "rms_norm", "batch_norm", "layer_norm_backward", "LayerNorm", "RMSNorm", "make_norm"]
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -59,6 +63,82 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     h = x.float() if x.dtype in _HALF else x
     y = (h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
     return y if weight is None else y * weight.to(x.dtype)
+
+
+def batch_norm(
+    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5, mask: Tensor | None = None
+) -> Tensor:
+    """BatchNorm in training mode, written out: per-feature statistics over every axis but the last.
+
+    For a sequence batch ``(batch, seq, features)`` the mean and the (biased)
+    variance of each feature are taken over all ``batch * seq`` positions
+    (Ioffe & Szegedy, 2015), and every position is normalized with them:
+    ``y = (x - mean) / sqrt(var + eps) * weight + bias``. Without a mask this
+    equals ``F.batch_norm(x.reshape(-1, features), None, None, training=True)``.
+
+    ``torch.nn.functional.batch_norm`` knows nothing of padding: padded slots
+    enter its statistics like real tokens. With ``mask`` the statistics are
+    taken over the real tokens only; every position, padding included, is then
+    normalized with them (the padded outputs are meaningless and ignored
+    downstream). No running statistics are kept: this is the training-mode path.
+
+    Args:
+        x: ``(..., features)``, e.g. ``(batch, seq, features)`` or ``(batch, features)``.
+        weight, bias: ``(features,)`` gain ``gamma`` and shift ``beta`` (or None).
+        mask: bool ``x.shape[:-1]`` (e.g. ``(batch, seq)``), True for real
+            tokens, with at least one True; None means every position is real.
+    Returns:
+        ``(..., features)`` in the dtype of ``x``.
+    """
+    h = x.float() if x.dtype in _HALF else x
+    dims = tuple(range(h.ndim - 1))
+    if mask is None:
+        mean = h.mean(dim=dims, keepdim=True)
+        var = (h - mean).pow(2).mean(dim=dims, keepdim=True)  # biased, as in training mode
+    else:
+        if mask.shape != h.shape[:-1]:
+            raise ValueError(f"batch_norm: mask has shape {tuple(mask.shape)}, expected {tuple(h.shape[:-1])}")
+        real = mask.bool().unsqueeze(-1)  # (..., 1)
+        count = real.sum(dim=dims, keepdim=True).to(h.dtype)
+        zero = torch.zeros((), dtype=h.dtype, device=h.device)
+        mean = torch.where(real, h, zero).sum(dim=dims, keepdim=True) / count
+        var = torch.where(real, (h - mean).pow(2), zero).sum(dim=dims, keepdim=True) / count
+    y = (h - mean) * torch.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight.to(y.dtype)
+    if bias is not None:
+        y = y + bias.to(y.dtype)
+    return y.to(x.dtype)
+
+
+def layer_norm_backward(grad_out: Tensor, x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """The gradient of :func:`layer_norm` with respect to ``x``, written out.
+
+    With ``xhat = (x - mean) / sqrt(var + eps)`` and ``g = grad_out * weight``,
+    all means over the last axis of width ``d``::
+
+        grad_x = (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + eps)
+
+    The two subtracted terms are the paths through the mean and through the
+    variance. (The gradients of the gain and the shift are
+    ``sum(grad_out * xhat)`` and ``sum(grad_out)`` over the leading axes.)
+
+    Args:
+        grad_out: ``(..., dim)``, the gradient of the loss with respect to the output.
+        x: ``(..., dim)``, the input of the forward pass.
+        weight: ``(dim,)`` gain ``gamma`` or None (a gain of ones).
+    Returns:
+        ``(..., dim)`` in the dtype of ``x``.
+    """
+    h = x.float() if x.dtype in _HALF else x
+    g = grad_out.to(h.dtype)
+    mean = h.mean(dim=-1, keepdim=True)
+    rstd = torch.rsqrt((h - mean).pow(2).mean(dim=-1, keepdim=True) + eps)
+    xhat = (h - mean) * rstd
+    if weight is not None:
+        g = g * weight.to(h.dtype)
+    dx = rstd * (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True))
+    return dx.to(x.dtype)
 
 
 class LayerNorm(nn.Module):

@@ -7,7 +7,8 @@ holds every way the course injects order:
 * :class:`TokenEmbedding`: lookup scaled by ``sqrt(d_model)`` (Vaswani et al., 2017, sec. 3.4);
 * :func:`sinusoidal_encoding`: ``PE[pos, 2i] = sin(pos / base^(2i/d))``,
   ``PE[pos, 2i+1] = cos(pos / base^(2i/d))`` (sec. 3.5), and the module
-  :class:`SinusoidalPositionalEncoding`;
+  :class:`SinusoidalPositionalEncoding`; :func:`offset_rotation`, the matrix
+  that moves an encoding ``k`` positions on;
 * :class:`LearnedPositionalEmbedding`: one trained vector per position (BERT, ViT);
 * rotary position embedding (RoPE; Su et al., 2021): :class:`RotaryEmbedding`,
   :func:`apply_rope`, in the *half-split* layout (``rotate_half``) that
@@ -29,6 +30,7 @@ from torch import Tensor, nn
 __all__ = [
     "TokenEmbedding",
     "sinusoidal_encoding",
+    "offset_rotation",
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEmbedding",
     "rope_cos_sin",
@@ -80,6 +82,31 @@ def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0, *
     angles = pos * freq
     pe = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # interleave sin, cos
     return pe.to(dtype)
+
+
+def offset_rotation(k: int, d_model: int, base: float = 10000.0, *, device=None, dtype=torch.float32) -> Tensor:
+    """The ``(d_model, d_model)`` matrix ``R_k`` with ``PE[pos + k] = PE[pos] @ R_k`` for every ``pos``.
+
+    Rows are vectors, as in :func:`sinusoidal_encoding`. Pair ``i`` of an
+    encoding is ``(sin(pos w_i), cos(pos w_i))`` with ``w_i = base^(-2i/d_model)``;
+    the angle-addition formulas move it ``k`` positions on with the 2x2 block
+
+        [[ cos(k w_i), -sin(k w_i)],
+         [ sin(k w_i),  cos(k w_i)]]
+
+    on the diagonal at rows and columns ``2i, 2i+1``. ``R_k`` is orthogonal,
+    does not depend on ``pos``, and ``R_a @ R_b = R_(a+b)``.
+    """
+    if d_model % 2:
+        raise ValueError(f"d_model must be even for sinusoidal encodings, got {d_model}")
+    freq = base ** (-torch.arange(0, d_model, 2, device=device, dtype=torch.float64) / d_model)
+    angle = k * freq
+    cos, sin = angle.cos(), angle.sin()
+    r = torch.zeros(d_model, d_model, device=device, dtype=torch.float64)
+    even = torch.arange(0, d_model, 2, device=device)
+    r[even, even], r[even, even + 1] = cos, -sin
+    r[even + 1, even], r[even + 1, even + 1] = sin, cos
+    return r.to(dtype)
 
 
 class SinusoidalPositionalEncoding(nn.Module):

@@ -48,6 +48,10 @@ __all__ = [
     "GPT4_SPLIT_PATTERN",
     "get_pair_counts",
     "merge",
+    "most_frequent_pair",
+    "train_merges",
+    "apply_merges",
+    "vocab_from_merges",
     "MergeStep",
     "Tokenizer",
 ]
@@ -113,6 +117,67 @@ def merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
             out.append(ids[i])
             i += 1
     return out
+
+
+def most_frequent_pair(ids: Iterable[int]) -> tuple[int, int] | None:
+    """The adjacent pair seen most often in ``ids``; among equals the smallest ``(a, b)``.
+
+    Overlapping occurrences count: ``[5, 5, 5]`` holds ``(5, 5)`` twice. The
+    tie rule is the one :meth:`Tokenizer.train` uses, so training is
+    deterministic. ``None`` when ``ids`` has fewer than two ids.
+    """
+    counts = get_pair_counts(ids)
+    if not counts:
+        return None
+    return min(counts, key=lambda p: (-counts[p], p))
+
+
+def train_merges(ids: Iterable[int], n_merges: int, first_id: int = 256) -> list[tuple[int, int]]:
+    """BPE training on one sequence of ids, the slow and obvious way: recount before every merge.
+
+    Merge ``k`` replaces the most frequent pair (:func:`most_frequent_pair`)
+    by the new id ``first_id + k``. Training stops after ``n_merges`` merges,
+    or earlier when no pair occurs at least twice. On the UTF-8 bytes of a
+    text this learns the merges of ``Tokenizer(pattern=None).train``.
+
+    Returns:
+        the learned pairs in order, ``list[tuple[int, int]]``; pair ``k`` became id ``first_id + k``.
+    """
+    ids, pairs = list(ids), []
+    for k in range(n_merges):
+        counts = get_pair_counts(ids)
+        if not counts:
+            break
+        pair = min(counts, key=lambda p: (-counts[p], p))
+        if counts[pair] < 2:
+            break
+        pairs.append(pair)
+        ids = merge(ids, pair, first_id + k)
+    return pairs
+
+
+def apply_merges(ids: Iterable[int], merges: list[tuple[int, int]], first_id: int = 256) -> list[int]:
+    """Encode with a list of learned pairs: merge ``k`` (id ``first_id + k``) is applied before merge ``k + 1``.
+
+    Replaying the merges in training order, each over the whole sequence,
+    gives the same result as repeatedly merging the present pair learned
+    first (what :meth:`Tokenizer.encode` does): a merge never creates a pair
+    that an earlier merge could have used.
+    """
+    ids = list(ids)
+    for k, pair in enumerate(merges):
+        if len(ids) < 2:
+            break
+        ids = merge(ids, tuple(pair), first_id + k)
+    return ids
+
+
+def vocab_from_merges(merges: list[tuple[int, int]], first_id: int = 256) -> dict[int, bytes]:
+    """The bytes each id spells: ids ``0..255`` the bytes, id ``first_id + k`` the two halves of merge ``k``."""
+    vocab = {b: bytes([b]) for b in range(256)}
+    for k, (a, b) in enumerate(merges):
+        vocab[first_id + k] = vocab[a] + vocab[b]
+    return vocab
 
 
 class MergeStep(NamedTuple):

@@ -1,0 +1,476 @@
+"""Plausible wrong implementations for assignment 01-tokenization, as data.
+
+Each entry replaces the solution cell ``exercise`` of
+solutions/01-tokenization/tokenization.ipynb with ``source``; the hidden tests
+of that exercise must fail on it (tests/test_catalogues.py). ``mistake`` says
+what a learner got wrong, in the words of a reviewer.
+"""
+
+WRONG = [
+    # ------------------------------------------------------------ most_frequent_pair
+    dict(exercise="most_frequent_pair", mistake="Counter.most_common: ties go to the pair seen first", source='''
+from collections import Counter
+def most_frequent_pair(ids):
+    counts = Counter(zip(ids, ids[1:]))
+    if not counts:
+        return None
+    return counts.most_common(1)[0][0]
+'''),
+    dict(exercise="most_frequent_pair", mistake="max over (count, pair): ties go to the largest pair", source='''
+def most_frequent_pair(ids):
+    counts = {}
+    for p in zip(ids, ids[1:]):
+        counts[p] = counts.get(p, 0) + 1
+    if not counts:
+        return None
+    return max(counts, key=lambda p: (counts[p], p))
+'''),
+    dict(exercise="most_frequent_pair", mistake="counts with str.count-like non-overlapping matches", source='''
+def most_frequent_pair(ids):
+    pairs = sorted(set(zip(ids, ids[1:])))
+    if not pairs:
+        return None
+    def count(p):
+        n, i = 0, 0
+        while i < len(ids) - 1:
+            if (ids[i], ids[i + 1]) == p:
+                n, i = n + 1, i + 2
+            else:
+                i += 1
+        return n
+    return max(pairs, key=lambda p: (count(p), [-x for x in p]))
+'''),
+    dict(exercise="most_frequent_pair", mistake="steps by two: counts only pairs starting at even positions", source='''
+def most_frequent_pair(ids):
+    counts = {}
+    for i in range(0, len(ids) - 1, 2):
+        p = (ids[i], ids[i + 1])
+        counts[p] = counts.get(p, 0) + 1
+    if not counts:
+        return None
+    return min(counts, key=lambda p: (-counts[p], p))
+'''),
+    dict(exercise="most_frequent_pair", mistake="returns the pair with its count", source='''
+def most_frequent_pair(ids):
+    counts = {}
+    for p in zip(ids, ids[1:]):
+        counts[p] = counts.get(p, 0) + 1
+    if not counts:
+        return None
+    best = min(counts, key=lambda p: (-counts[p], p))
+    return best, counts[best]
+'''),
+    dict(exercise="most_frequent_pair", mistake="sorted by count descending, stable on the order of first occurrence", source='''
+def most_frequent_pair(ids):
+    counts = {}
+    for p in zip(ids, ids[1:]):
+        counts[p] = counts.get(p, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    return ranked[0][0] if ranked else None
+'''),
+    dict(exercise="most_frequent_pair", mistake="wraps around from the last id to the first", source='''
+def most_frequent_pair(ids):
+    if len(ids) < 2:
+        return None
+    counts = {}
+    for i in range(len(ids)):
+        p = (ids[i - 1], ids[i])
+        counts[p] = counts.get(p, 0) + 1
+    return min(counts, key=lambda p: (-counts[p], p))
+'''),
+    dict(exercise="most_frequent_pair", mistake="returns an empty tuple instead of None for short input", source='''
+def most_frequent_pair(ids):
+    counts = {}
+    for p in zip(ids, ids[1:]):
+        counts[p] = counts.get(p, 0) + 1
+    if not counts:
+        return ()
+    return min(counts, key=lambda p: (-counts[p], p))
+'''),
+    # ------------------------------------------------------------ merge
+    dict(exercise="merge", mistake="moves on by one after a merge: overlapping replacements", source='''
+def merge(ids, pair, new_id):
+    out = []
+    for i in range(len(ids)):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+        else:
+            out.append(ids[i])
+    return out
+'''),
+    dict(exercise="merge", mistake="replaces only the first occurrence", source='''
+def merge(ids, pair, new_id):
+    out = list(ids)
+    for i in range(len(out) - 1):
+        if (out[i], out[i + 1]) == tuple(pair):
+            return out[:i] + [new_id] + out[i + 2:]
+    return out
+'''),
+    dict(exercise="merge", mistake="the loop stops one early and loses the last id", source='''
+def merge(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids) - 1:
+        if ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+'''),
+    dict(exercise="merge", mistake="edits the input list in place (pop)", source='''
+def merge(ids, pair, new_id):
+    i = 0
+    while i < len(ids) - 1:
+        if ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            ids[i] = new_id
+            ids.pop(i + 1)
+        i += 1
+    return ids
+'''),
+    dict(exercise="merge", mistake="scans right to left", source='''
+def merge(ids, pair, new_id):
+    out, i = [], len(ids) - 1
+    while i >= 0:
+        if i - 1 >= 0 and ids[i - 1] == pair[0] and ids[i] == pair[1]:
+            out.append(new_id)
+            i -= 2
+        else:
+            out.append(ids[i])
+            i -= 1
+    return out[::-1]
+'''),
+    dict(exercise="merge", mistake="matches the pair in either order", source='''
+def merge(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in (tuple(pair), tuple(pair)[::-1]):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+'''),
+    dict(exercise="merge", mistake="string replace on a space-joined string (breaks on ids that share digits)", source='''
+def merge(ids, pair, new_id):
+    s = " " + " ".join(map(str, ids)) + " "
+    s = s.replace(f" {pair[0]} {pair[1]} ", f" {new_id} ")
+    return [int(x) for x in s.split()]
+'''),
+    # ------------------------------------------------------------ train_bpe
+    dict(exercise="train_bpe", mistake="new ids start after the largest id in the input", source='''
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    next_id = max(ids, default=255) + 1
+    for k in range(n_merges):
+        counts = {}
+        for p in zip(ids, ids[1:]):
+            counts[p] = counts.get(p, 0) + 1
+        if not counts:
+            break
+        pair = min(counts, key=lambda p: (-counts[p], p))
+        if counts[pair] < 2:
+            break
+        merges.append(pair)
+        ids = merge(ids, pair, next_id + k)
+    return merges
+'''),
+    dict(exercise="train_bpe", mistake="no early stop: merges pairs that occur once", source='''
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    for k in range(n_merges):
+        pair = most_frequent_pair(ids)
+        if pair is None:
+            break
+        merges.append(pair)
+        ids = merge(ids, pair, 256 + k)
+    return merges
+'''),
+    dict(exercise="train_bpe", mistake="counts the pairs once, before any merge", source='''
+def train_bpe(ids, n_merges):
+    counts = {}
+    for p in zip(ids, ids[1:]):
+        counts[p] = counts.get(p, 0) + 1
+    ranked = sorted((p for p in counts if counts[p] >= 2), key=lambda p: (-counts[p], p))
+    return ranked[:n_merges]
+'''),
+    dict(exercise="train_bpe", mistake="new id 255 + k", source='''
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    for k in range(n_merges):
+        pair = most_frequent_pair(ids)
+        if pair is None or sum(p == pair for p in zip(ids, ids[1:])) < 2:
+            break
+        merges.append(pair)
+        ids = merge(ids, pair, 255 + k)
+    return merges
+'''),
+    dict(exercise="train_bpe", mistake="stops at a count of 2 (uses <= 2)", source='''
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    for k in range(n_merges):
+        pair = most_frequent_pair(ids)
+        if pair is None or sum(p == pair for p in zip(ids, ids[1:])) <= 2:
+            break
+        merges.append(pair)
+        ids = merge(ids, pair, 256 + k)
+    return merges
+'''),
+    dict(exercise="train_bpe", mistake="returns (pair, new_id) tuples", source='''
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    for k in range(n_merges):
+        pair = most_frequent_pair(ids)
+        if pair is None or sum(p == pair for p in zip(ids, ids[1:])) < 2:
+            break
+        merges.append((pair, 256 + k))
+        ids = merge(ids, pair, 256 + k)
+    return merges
+'''),
+    dict(exercise="train_bpe", mistake="range(1, n_merges): one merge too few", source='''
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    for k in range(1, n_merges):
+        pair = most_frequent_pair(ids)
+        if pair is None or sum(p == pair for p in zip(ids, ids[1:])) < 2:
+            break
+        merges.append(pair)
+        ids = merge(ids, pair, 255 + k)
+    return merges
+'''),
+    dict(exercise="train_bpe", mistake="Counter.most_common tie rule (first seen) inside training", source='''
+from collections import Counter
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    for k in range(n_merges):
+        counts = Counter(zip(ids, ids[1:]))
+        if not counts:
+            break
+        pair, n = counts.most_common(1)[0]
+        if n < 2:
+            break
+        merges.append(pair)
+        ids = merge(ids, pair, 256 + k)
+    return merges
+'''),
+    # ------------------------------------------------------------ encode
+    dict(exercise="encode", mistake="merges the leftmost learned pair first", source='''
+def encode(text, merges):
+    ids = list(text.encode("utf-8"))
+    rank = {tuple(p): k for k, p in enumerate(merges)}
+    while True:
+        for i in range(len(ids) - 1):
+            if (ids[i], ids[i + 1]) in rank:
+                pair = (ids[i], ids[i + 1])
+                ids = merge(ids, pair, 256 + rank[pair])
+                break
+        else:
+            return ids
+'''),
+    dict(exercise="encode", mistake="applies the merges in reverse order", source='''
+def encode(text, merges):
+    ids = list(text.encode("utf-8"))
+    for k in reversed(range(len(merges))):
+        ids = merge(ids, tuple(merges[k]), 256 + k)
+    return ids
+'''),
+    dict(exercise="encode", mistake="characters via ord() instead of UTF-8 bytes", source='''
+def encode(text, merges):
+    ids = [ord(ch) for ch in text]
+    for k, pair in enumerate(merges):
+        ids = merge(ids, tuple(pair), 256 + k)
+    return ids
+'''),
+    dict(exercise="encode", mistake="new ids counted from 255", source='''
+def encode(text, merges):
+    ids = list(text.encode("utf-8"))
+    for k, pair in enumerate(merges, start=255):
+        ids = merge(ids, tuple(pair), k)
+    return ids
+'''),
+    dict(exercise="encode", mistake="stops at the first merge that does not apply", source='''
+def encode(text, merges):
+    ids = list(text.encode("utf-8"))
+    for k, pair in enumerate(merges):
+        if tuple(pair) not in zip(ids, ids[1:]):
+            break
+        ids = merge(ids, tuple(pair), 256 + k)
+    return ids
+'''),
+    dict(exercise="encode", mistake="retrains on the text instead of using the given merges", source='''
+def encode(text, merges):
+    ids = list(text.encode("utf-8"))
+    for k in range(len(merges)):
+        pair = most_frequent_pair(ids)
+        if pair is None:
+            break
+        ids = merge(ids, pair, 256 + k)
+    return ids
+'''),
+    dict(exercise="encode", mistake="latin-1 bytes (wrong for every character above U+00FF, and different for accents)", source='''
+def encode(text, merges):
+    ids = list(text.encode("latin-1", errors="replace"))
+    for k, pair in enumerate(merges):
+        ids = merge(ids, tuple(pair), 256 + k)
+    return ids
+'''),
+    # ------------------------------------------------------------ sinusoidal_encoding
+    dict(exercise="sinusoidal_encoding", mistake="cos in even columns, sin in odd ones", source='''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angles = pos / base ** (2 * i / d_model)
+    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.cos(angles)
+    pe[:, 1::2] = torch.sin(angles)
+    return pe
+'''),
+    dict(exercise="sinusoidal_encoding", mistake="sines then cosines, concatenated", source='''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angles = pos / base ** (2 * i / d_model)
+    return torch.cat([angles.sin(), angles.cos()], dim=1)
+'''),
+    dict(exercise="sinusoidal_encoding", mistake="the column index j in the exponent for every column", source='''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pe = torch.zeros(n_positions, d_model)
+    for pos in range(n_positions):
+        for j in range(d_model):
+            angle = pos / base ** (j / d_model)
+            pe[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return pe
+'''),
+    dict(exercise="sinusoidal_encoding", mistake="exponent i / d_model (factor 2 missing)", source='''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angles = pos / base ** (i / d_model)
+    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe
+'''),
+    dict(exercise="sinusoidal_encoding", mistake="positions 1..n", source='''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(1, n_positions + 1, dtype=torch.float64)[:, None]
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angles = pos / base ** (2 * i / d_model)
+    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe
+'''),
+    dict(exercise="sinusoidal_encoding", mistake="multiplies by base^(2i/d) instead of dividing", source='''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angles = pos * base ** (2 * i / d_model)
+    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe
+'''),
+    dict(exercise="sinusoidal_encoding", mistake="hard-codes 10000", source='''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angles = pos / 10000 ** (2 * i / d_model)
+    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe
+'''),
+    dict(exercise="sinusoidal_encoding", mistake="integer division makes every exponent 0", source='''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    i = torch.arange(d_model // 2)
+    angles = pos / base ** (2 * i // d_model)
+    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe
+'''),
+    dict(exercise="sinusoidal_encoding", mistake="returns the transposed table (d_model, n_positions)", source='''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angles = pos / base ** (2 * i / d_model)
+    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe.T
+'''),
+    dict(exercise="sinusoidal_encoding", mistake="calls the reference", source='''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    from course_lib.positional import sinusoidal_encoding as ref
+    return ref(n_positions, d_model, base, dtype=torch.float64)
+'''),
+    # ------------------------------------------------------------ offset_rotation
+    dict(exercise="offset_rotation", mistake="column-vector convention: blocks transposed", source='''
+def offset_rotation(k, d_model, base=10000.0):
+    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        a = k / base ** (2 * i / d_model)
+        R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = math.cos(a), math.sin(a)
+        R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = -math.sin(a), math.cos(a)
+    return R
+'''),
+    dict(exercise="offset_rotation", mistake="every block rotates by k radians", source='''
+def offset_rotation(k, d_model, base=10000.0):
+    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+    c, s = math.cos(k), math.sin(k)
+    for i in range(d_model // 2):
+        R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = c, -s
+        R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = s, c
+    return R
+'''),
+    dict(exercise="offset_rotation", mistake="missing minus sign", source='''
+def offset_rotation(k, d_model, base=10000.0):
+    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        a = k / base ** (2 * i / d_model)
+        R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = math.cos(a), math.sin(a)
+        R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
+    return R
+'''),
+    dict(exercise="offset_rotation", mistake="frequency exponent i / d_model", source='''
+def offset_rotation(k, d_model, base=10000.0):
+    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        a = k / base ** (i / d_model)
+        R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = math.cos(a), -math.sin(a)
+        R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
+    return R
+'''),
+    dict(exercise="offset_rotation", mistake="pairs columns i and i + d/2 (RoPE half-split layout)", source='''
+def offset_rotation(k, d_model, base=10000.0):
+    h = d_model // 2
+    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(h):
+        a = k / base ** (2 * i / d_model)
+        R[i, i], R[i, i + h] = math.cos(a), -math.sin(a)
+        R[i + h, i], R[i + h, i + h] = math.sin(a), math.cos(a)
+    return R
+'''),
+    dict(exercise="offset_rotation", mistake="the blocks placed at [i, i+1] instead of [2i, 2i+1]", source='''
+def offset_rotation(k, d_model, base=10000.0):
+    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        a = k / base ** (2 * i / d_model)
+        R[i, i], R[i, i + 1] = math.cos(a), -math.sin(a)
+        R[i + 1, i], R[i + 1, i + 1] = math.sin(a), math.cos(a)
+    return R
+'''),
+    dict(exercise="offset_rotation", mistake="solves for R with least squares on a short table (ill-conditioned, wrong)", source='''
+def offset_rotation(k, d_model, base=10000.0):
+    n = 4
+    pe = sinusoidal_encoding(n + abs(k) + 1, d_model, base).double()
+    a, b = (pe[:n], pe[k:k + n]) if k >= 0 else (pe[-k:-k + n], pe[:n])
+    return torch.linalg.lstsq(a, b).solution
+'''),
+    dict(exercise="offset_rotation", mistake="hard-codes base 10000", source='''
+def offset_rotation(k, d_model, base=10000.0):
+    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        a = k / 10000.0 ** (2 * i / d_model)
+        R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = math.cos(a), -math.sin(a)
+        R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
+    return R
+'''),
+]

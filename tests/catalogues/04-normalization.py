@@ -1,0 +1,285 @@
+"""Plausible wrong implementations for assignment 04-normalization, as data.
+
+Each entry replaces the solution cell ``exercise`` of
+solutions/04-normalization/normalization.ipynb with ``source``; the hidden
+tests of that exercise must fail on it (tests/test_catalogues.py). ``mistake``
+says what a learner got wrong, in the words of a reviewer.
+"""
+
+WRONG = [
+    # ------------------------------------------------------------ layer_norm
+    dict(exercise="layer_norm", mistake="torch.var's default: the unbiased variance", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="layer_norm", mistake="one-pass variance E[x^2] - E[x]^2 (cancellation in float32)", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = (x ** 2).mean(dim=-1, keepdim=True) - mean ** 2
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="layer_norm", mistake="eps outside the square root (std + eps)", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    std = x.std(dim=-1, unbiased=False, keepdim=True)
+    return (x - mean) / (std + eps) * gamma + beta
+'''),
+    dict(exercise="layer_norm", mistake="eps forgotten", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var) * gamma + beta
+'''),
+    dict(exercise="layer_norm", mistake="statistics over the batch axis (BatchNorm)", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=0, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=0, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="layer_norm", mistake="statistics over the whole tensor (no dim)", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean()
+    var = ((x - mean) ** 2).mean()
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="layer_norm", mistake="divides by the variance, not the standard deviation", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / (var + eps) * gamma + beta
+'''),
+    dict(exercise="layer_norm", mistake="gamma and beta swapped", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * beta + gamma
+'''),
+    dict(exercise="layer_norm", mistake="forgets the shift beta", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma
+'''),
+    dict(exercise="layer_norm", mistake="centers x in place", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    x -= x.mean(dim=-1, keepdim=True)
+    var = (x ** 2).mean(dim=-1, keepdim=True)
+    return x / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="layer_norm", mistake="computes in float32 (float64 inputs lose their dtype)", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    x = x.float()
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma.float() + beta.float()
+'''),
+    dict(exercise="layer_norm", mistake="calls torch's layer_norm", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+'''),
+    dict(exercise="layer_norm", mistake="calls the reference", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    from course_lib.norms import layer_norm as ref
+    return ref(x, gamma, beta, eps)
+'''),
+    dict(exercise="layer_norm", mistake="mean and variance detached from autograd", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True).detach()
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True).detach()
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    # ------------------------------------------------------------ rms_norm
+    dict(exercise="rms_norm", mistake="subtracts the mean (LayerNorm without shift)", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    x = x - x.mean(dim=-1, keepdim=True)
+    return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps) * gamma
+'''),
+    dict(exercise="rms_norm", mistake="square root of the sum of squares (the L2 norm)", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    return x / torch.sqrt((x * x).sum(dim=-1, keepdim=True) + eps) * gamma
+'''),
+    dict(exercise="rms_norm", mistake="eps outside the square root", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    return x / (torch.sqrt((x * x).mean(dim=-1, keepdim=True)) + eps) * gamma
+'''),
+    dict(exercise="rms_norm", mistake="forgets gamma", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)
+'''),
+    dict(exercise="rms_norm", mistake="F.normalize times sqrt(d): eps handled as a clamp on the norm", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    import torch.nn.functional as F
+    return F.normalize(x, dim=-1, eps=eps) * math.sqrt(x.shape[-1]) * gamma
+'''),
+    dict(exercise="rms_norm", mistake="uses the standard deviation (std) instead of the RMS", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    return x / torch.sqrt(x.var(dim=-1, unbiased=False, keepdim=True) + eps) * gamma
+'''),
+    dict(exercise="rms_norm", mistake="mean square over the first axis", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    return x / torch.sqrt((x * x).mean(dim=0, keepdim=True) + eps) * gamma
+'''),
+    dict(exercise="rms_norm", mistake="no square root", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    return x / ((x * x).mean(dim=-1, keepdim=True) + eps) * gamma
+'''),
+    dict(exercise="rms_norm", mistake="calls torch's rms_norm", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), gamma, eps)
+'''),
+    # ------------------------------------------------------------ batch_norm
+    dict(exercise="batch_norm", mistake="normalizes over the feature axis (LayerNorm)", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="batch_norm", mistake="ignores the mask: padding enters the statistics", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    dims = tuple(range(x.ndim - 1))
+    mean = x.mean(dim=dims)
+    var = ((x - mean) ** 2).mean(dim=dims)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="batch_norm", mistake="unbiased variance of the real tokens", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    tokens = x.reshape(-1, x.shape[-1])
+    if mask is not None:
+        tokens = tokens[mask.reshape(-1)]
+    mean, var = tokens.mean(0), tokens.var(0)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="batch_norm", mistake="statistics over the batch axis only, per position", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    m = torch.ones(x.shape[:-1], dtype=x.dtype) if mask is None else mask.to(x.dtype)
+    m = m[..., None]
+    n = m.sum(dim=0)
+    mean = (x * m).sum(dim=0) / n
+    var = (((x - mean) ** 2) * m).sum(dim=0) / n
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="batch_norm", mistake="masked sums divided by all positions", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    dims = tuple(range(x.ndim - 1))
+    m = torch.ones(x.shape[:-1], dtype=x.dtype) if mask is None else mask.to(x.dtype)
+    m = m[..., None]
+    n = x[..., 0].numel()
+    mean = (x * m).sum(dim=dims) / n
+    var = (((x - mean) ** 2) * m).sum(dim=dims) / n
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="batch_norm", mistake="mask used for the mean but not for the variance", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    dims = tuple(range(x.ndim - 1))
+    if mask is None:
+        mean = x.mean(dim=dims)
+    else:
+        mean = x[mask].mean(dim=0)
+    var = ((x - mean) ** 2).mean(dim=dims)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="batch_norm", mistake="zeroes the padded outputs", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    tokens = x.reshape(-1, x.shape[-1])
+    if mask is not None:
+        tokens = tokens[mask.reshape(-1)]
+    mean = tokens.mean(0)
+    var = ((tokens - mean) ** 2).mean(0)
+    y = (x - mean) / torch.sqrt(var + eps) * gamma + beta
+    return y if mask is None else y * mask[..., None]
+'''),
+    dict(exercise="batch_norm", mistake="only handles (batch, seq, d): statistics over dims (0, 1) always", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    m = torch.ones(x.shape[:2], dtype=x.dtype) if mask is None else mask.to(x.dtype)
+    while m.ndim < 2:
+        m = m[:, None]
+    m = m.reshape(m.shape[0], m.shape[1], *([1] * (x.ndim - 2)))
+    n = m.sum(dim=(0, 1))
+    mean = (x * m).sum(dim=(0, 1)) / n
+    var = (((x - mean) ** 2) * m).sum(dim=(0, 1)) / n
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="batch_norm", mistake="eps outside the square root", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    tokens = x.reshape(-1, x.shape[-1])
+    if mask is not None:
+        tokens = tokens[mask.reshape(-1)]
+    mean = tokens.mean(0)
+    std = tokens.std(0, unbiased=False)
+    return (x - mean) / (std + eps) * gamma + beta
+'''),
+    dict(exercise="batch_norm", mistake="calls torch's batch_norm on the real tokens", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    tokens = x.reshape(-1, x.shape[-1])
+    real = tokens if mask is None else tokens[mask.reshape(-1)]
+    mean, var = real.mean(0), real.var(0, unbiased=False)
+    y = torch.nn.functional.batch_norm(tokens, mean, var, gamma, beta, training=False, eps=eps)
+    return y.reshape(x.shape)
+'''),
+    # ------------------------------------------------------------ layer_norm_backward
+    dict(exercise="layer_norm_backward", mistake="treats mean and variance as constants", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+    return grad_out * gamma / sigma
+'''),
+    dict(exercise="layer_norm_backward", mistake="forgets the path through the variance", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+    g = grad_out * gamma
+    return (g - g.mean(dim=-1, keepdim=True)) / sigma
+'''),
+    dict(exercise="layer_norm_backward", mistake="forgets the path through the mean", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+    xhat = (x - mean) / sigma
+    g = grad_out * gamma
+    return (g - xhat * (g * xhat).mean(dim=-1, keepdim=True)) / sigma
+'''),
+    dict(exercise="layer_norm_backward", mistake="forgets gamma", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+    xhat = (x - mean) / sigma
+    g = grad_out
+    return (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True)) / sigma
+'''),
+    dict(exercise="layer_norm_backward", mistake="sums instead of means (a factor d on the correction terms)", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+    xhat = (x - mean) / sigma
+    g = grad_out * gamma
+    return (g - g.sum(dim=-1, keepdim=True) - xhat * (g * xhat).sum(dim=-1, keepdim=True)) / sigma
+'''),
+    dict(exercise="layer_norm_backward", mistake="unbiased variance", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    sigma = torch.sqrt(x.var(dim=-1, keepdim=True) + eps)
+    xhat = (x - mean) / sigma
+    g = grad_out * gamma
+    return (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True)) / sigma
+'''),
+    dict(exercise="layer_norm_backward", mistake="uses autograd on a forward pass", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    with torch.enable_grad():
+        xr = x.detach().clone().requires_grad_(True)
+        mean = xr.mean(dim=-1, keepdim=True)
+        y = (xr - mean) / torch.sqrt(((xr - mean) ** 2).mean(dim=-1, keepdim=True) + eps) * gamma
+        (dx,) = torch.autograd.grad((y * grad_out).sum(), xr)
+    return dx
+'''),
+    dict(exercise="layer_norm_backward", mistake="uses torch.func.vjp", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    import torch.func
+    def f(t):
+        mean = t.mean(dim=-1, keepdim=True)
+        return (t - mean) / torch.sqrt(((t - mean) ** 2).mean(dim=-1, keepdim=True) + eps) * gamma
+    _, vjp = torch.func.vjp(f, x)
+    return vjp(grad_out)[0]
+'''),
+]
