@@ -31,6 +31,16 @@ __all__ = ["layer_norm", "rms_norm", "batch_norm", "layer_norm_backward", "Layer
 _HALF = (torch.float16, torch.bfloat16)
 
 
+def _standardize(h: Tensor, mean: Tensor, var: Tensor, eps: float, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """``(h - mean) / sqrt(var + eps) * weight + bias``: the step LayerNorm and BatchNorm share."""
+    y = (h - mean) * torch.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight.to(y.dtype)
+    if bias is not None:
+        y = y + bias.to(y.dtype)
+    return y
+
+
 def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """LayerNorm over the last axis, written out.
 
@@ -43,12 +53,7 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     h = x.float() if x.dtype in _HALF else x
     mean = h.mean(dim=-1, keepdim=True)
     var = (h - mean).pow(2).mean(dim=-1, keepdim=True)  # biased, as in the paper
-    y = (h - mean) * torch.rsqrt(var + eps)
-    if weight is not None:
-        y = y * weight.to(y.dtype)
-    if bias is not None:
-        y = y + bias.to(y.dtype)
-    return y.to(x.dtype)
+    return _standardize(h, mean, var, eps, weight, bias).to(x.dtype)
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
@@ -103,12 +108,7 @@ def batch_norm(
         zero = torch.zeros((), dtype=h.dtype, device=h.device)
         mean = torch.where(real, h, zero).sum(dim=dims, keepdim=True) / count
         var = torch.where(real, (h - mean).pow(2), zero).sum(dim=dims, keepdim=True) / count
-    y = (h - mean) * torch.rsqrt(var + eps)
-    if weight is not None:
-        y = y * weight.to(y.dtype)
-    if bias is not None:
-        y = y + bias.to(y.dtype)
-    return y.to(x.dtype)
+    return _standardize(h, mean, var, eps, weight, bias).to(x.dtype)
 
 
 def layer_norm_backward(grad_out: Tensor, x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
