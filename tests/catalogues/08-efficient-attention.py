@@ -1,0 +1,293 @@
+"""Plausible wrong implementations for assignment 08-efficient-attention, as data.
+
+Each entry replaces the solution cell ``exercise`` of
+solutions/08-efficient-attention/efficient_attention.ipynb with ``source``; the
+hidden tests of that exercise must fail on it (tests/test_catalogues.py).
+``mistake`` says what a learner got wrong, in the words of a reviewer.
+"""
+
+WRONG = [
+    # ------------------------------------------------------------ kv_cache_bytes
+    dict(exercise="kv_cache_bytes", mistake="forgets the factor 2 (keys only)", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    return n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes
+'''),
+    dict(exercise="kv_cache_bytes", mistake="counts bits, not bytes", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes * 8
+'''),
+    dict(exercise="kv_cache_bytes", mistake="one layer only", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    return 2 * n_kv_heads * head_dim * seq_len * batch * dtype_bytes
+'''),
+    dict(exercise="kv_cache_bytes", mistake="ignores the batch", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    return 2 * n_layers * n_kv_heads * head_dim * seq_len * dtype_bytes
+'''),
+    dict(exercise="kv_cache_bytes", mistake="returns a float (divides by 1)", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes / 1
+'''),
+    dict(exercise="kv_cache_bytes", mistake="number of values, not bytes", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch
+'''),
+    dict(exercise="kv_cache_bytes", mistake="converts to GiB", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes // 1024**3
+'''),
+    dict(exercise="kv_cache_bytes", mistake="returns a tensor", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    return torch.tensor(2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes, dtype=torch.float32)
+'''),
+    # ------------------------------------------------------------ repeat_kv
+    dict(exercise="repeat_kv", mistake="tiles the heads (repeat) instead of repeating each in place", source='''
+def repeat_kv(x, n_rep):
+    return x.repeat(1, n_rep, 1, 1)
+'''),
+    dict(exercise="repeat_kv", mistake="repeat_interleave on the sequence axis", source='''
+def repeat_kv(x, n_rep):
+    return x.repeat_interleave(n_rep, dim=2)
+'''),
+    dict(exercise="repeat_kv", mistake="repeat_interleave on the batch axis", source='''
+def repeat_kv(x, n_rep):
+    return x.repeat_interleave(n_rep, dim=0)
+'''),
+    dict(exercise="repeat_kv", mistake="new axis after the sequence axis, then a reshape", source='''
+def repeat_kv(x, n_rep):
+    b, h, n, d = x.shape
+    return x[:, :, :, None].expand(b, h, n, n_rep, d).reshape(b, h * n_rep, n, d)
+'''),
+    dict(exercise="repeat_kv", mistake="new axis before the heads (tiles)", source='''
+def repeat_kv(x, n_rep):
+    b, h, n, d = x.shape
+    return x[:, None].expand(b, n_rep, h, n, d).reshape(b, h * n_rep, n, d)
+'''),
+    dict(exercise="repeat_kv", mistake="cat of n_rep copies along the heads (tiles)", source='''
+def repeat_kv(x, n_rep):
+    return torch.cat([x] * n_rep, dim=1)
+'''),
+    dict(exercise="repeat_kv", mistake="ignores n_rep when it is not 2", source='''
+def repeat_kv(x, n_rep):
+    return x.repeat_interleave(2, dim=1) if n_rep > 1 else x
+'''),
+    dict(exercise="repeat_kv", mistake="calls the reference", source='''
+def repeat_kv(x, n_rep):
+    from course_lib.attention import repeat_kv as _r
+    return _r(x, n_rep)
+'''),
+    # ------------------------------------------------------------ decode_step_with_cache
+    dict(exercise="decode_step_with_cache", mistake="ignores the cache in the attention", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    n = q_new.shape[-2]
+    allowed = torch.ones(n, n, dtype=torch.bool).tril()
+    s = (q_new @ k_new.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
+    return torch.softmax(s, -1) @ v_new, k, v
+'''),
+    dict(exercise="decode_step_with_cache", mistake="no causal mask among the new tokens", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    s = q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])
+    return torch.softmax(s, -1) @ v, k, v
+'''),
+    dict(exercise="decode_step_with_cache", mistake="causal mask aligned top-left (tril without offset)", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    allowed = torch.ones(q_new.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+    s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
+    return torch.softmax(s, -1) @ v, k, v
+'''),
+    dict(exercise="decode_step_with_cache", mistake="new keys put before the cache", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_new, k_cache], dim=-2)
+    v = torch.cat([v_new, v_cache], dim=-2)
+    n_new, n_all = q_new.shape[-2], k.shape[-2]
+    allowed = torch.ones(n_new, n_all, dtype=torch.bool).tril(n_all - n_new)
+    s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
+    return torch.softmax(s, -1) @ v, k, v
+'''),
+    dict(exercise="decode_step_with_cache", mistake="no 1/sqrt(d_k) scale", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    n_new, n_all = q_new.shape[-2], k.shape[-2]
+    allowed = torch.ones(n_new, n_all, dtype=torch.bool).tril(n_all - n_new)
+    s = (q_new @ k.transpose(-2, -1)).masked_fill(~allowed, float("-inf"))
+    return torch.softmax(s, -1) @ v, k, v
+'''),
+    dict(exercise="decode_step_with_cache", mistake="returns the old caches", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    n_new, n_all = q_new.shape[-2], k.shape[-2]
+    allowed = torch.ones(n_new, n_all, dtype=torch.bool).tril(n_all - n_new)
+    s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
+    return torch.softmax(s, -1) @ v, k_cache, v_cache
+'''),
+    dict(exercise="decode_step_with_cache", mistake="concatenates on the feature axis", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_cache, k_new], dim=-1)
+    v = torch.cat([v_cache, v_new], dim=-1)
+    s = q_new @ k_new.transpose(-2, -1) / math.sqrt(q_new.shape[-1])
+    return torch.softmax(s, -1) @ v_new, k, v
+'''),
+    dict(exercise="decode_step_with_cache", mistake="softmax over the queries", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    n_new, n_all = q_new.shape[-2], k.shape[-2]
+    allowed = torch.ones(n_new, n_all, dtype=torch.bool).tril(n_all - n_new)
+    s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, -1e9)
+    return torch.softmax(s, -2) @ v, k, v
+'''),
+    dict(exercise="decode_step_with_cache", mistake="uses torch's fused attention", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    import torch.nn.functional as F
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    n_new, n_all = q_new.shape[-2], k.shape[-2]
+    allowed = torch.ones(n_new, n_all, dtype=torch.bool).tril(n_all - n_new)
+    return F.scaled_dot_product_attention(q_new, k, v, attn_mask=allowed), k, v
+'''),
+    # ------------------------------------------------------------ online_softmax_attention
+    dict(exercise="online_softmax_attention", mistake="does not rescale the running output", source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
+    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
+    o = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        p = torch.exp(s - m_new)
+        l = l * torch.exp(m - m_new) + p.sum(-1, keepdim=True)
+        o = o + p @ v[..., start:start + block_size, :]
+        m = m_new
+    return o / l
+'''),
+    dict(exercise="online_softmax_attention", mistake="does not rescale the running sum", source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
+    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
+    o = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        p = torch.exp(s - m_new)
+        l = l + p.sum(-1, keepdim=True)
+        o = o * torch.exp(m - m_new) + p @ v[..., start:start + block_size, :]
+        m = m_new
+    return o / l
+'''),
+    dict(exercise="online_softmax_attention", mistake="uses the block maximum, not the running maximum", source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
+    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
+    o = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale
+        m_new = s.amax(-1, keepdim=True)
+        p = torch.exp(s - m_new)
+        c = torch.exp(m - m_new)
+        l = l * c + p.sum(-1, keepdim=True)
+        o = o * c + p @ v[..., start:start + block_size, :]
+        m = m_new
+    return o / l
+'''),
+    dict(exercise="online_softmax_attention", mistake="no running maximum at all: overflows for large scores", source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
+    o = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+    for start in range(0, k.shape[-2], block_size):
+        p = torch.exp(q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale)
+        l = l + p.sum(-1, keepdim=True)
+        o = o + p @ v[..., start:start + block_size, :]
+    return o / l
+'''),
+    dict(exercise="online_softmax_attention", mistake="skips the last, shorter block", source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
+    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
+    o = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+    for b in range(k.shape[-2] // block_size):
+        start = b * block_size
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        p = torch.exp(s - m_new)
+        c = torch.exp(m - m_new)
+        l = l * c + p.sum(-1, keepdim=True)
+        o = o * c + p @ v[..., start:start + block_size, :]
+        m = m_new
+    return o / l
+'''),
+    dict(exercise="online_softmax_attention", mistake="normalizes each block separately and averages", source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    outs = []
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale
+        p = torch.exp(s - s.amax(-1, keepdim=True))
+        outs.append((p / p.sum(-1, keepdim=True)) @ v[..., start:start + block_size, :])
+    return sum(outs) / len(outs)
+'''),
+    dict(exercise="online_softmax_attention", mistake="no 1/sqrt(d_k) scale", source='''
+def online_softmax_attention(q, k, v, block_size):
+    m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
+    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
+    o = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1)
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        p = torch.exp(s - m_new)
+        c = torch.exp(m - m_new)
+        l = l * c + p.sum(-1, keepdim=True)
+        o = o * c + p @ v[..., start:start + block_size, :]
+        m = m_new
+    return o / l
+'''),
+    dict(exercise="online_softmax_attention", mistake="materialises the full score matrix (softmax written out)", source='''
+def online_softmax_attention(q, k, v, block_size):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    p = torch.exp(s - s.amax(-1, keepdim=True))
+    return (p / p.sum(-1, keepdim=True)) @ v
+'''),
+    dict(exercise="online_softmax_attention", mistake="softmax per block with torch.softmax", source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
+    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
+    o = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        w = torch.softmax(s, -1)
+        p = w * torch.exp(s.amax(-1, keepdim=True) - m_new) * torch.exp(s - s.amax(-1, keepdim=True)).sum(-1, keepdim=True)
+        c = torch.exp(m - m_new)
+        l = l * c + p.sum(-1, keepdim=True)
+        o = o * c + p @ v[..., start:start + block_size, :]
+        m = m_new
+    return o / l
+'''),
+    dict(exercise="online_softmax_attention", mistake="calls torch's fused attention", source='''
+def online_softmax_attention(q, k, v, block_size):
+    import torch.nn.functional as F
+    return F.scaled_dot_product_attention(q, k, v)
+'''),
+    dict(exercise="online_softmax_attention", mistake="blocks over the queries, each block still scoring every key", source='''
+def online_softmax_attention(q, k, v, block_size):
+    outs = []
+    for start in range(0, q.shape[-2], block_size):
+        s = q[..., start:start + block_size, :] @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        p = torch.exp(s - s.amax(-1, keepdim=True))
+        outs.append((p / p.sum(-1, keepdim=True)) @ v)
+    return torch.cat(outs, dim=-2)
+'''),
+]
