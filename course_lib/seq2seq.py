@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.attention import KVCache, padding_mask
+from course_lib.attention import KVCache, attention_weights, merge_heads, padding_mask, split_heads
 from course_lib.blocks import BlockConfig, DecoderBlock, EncoderBlock
 from course_lib.norms import LayerNorm
 from course_lib.positional import SinusoidalPositionalEncoding, TokenEmbedding
@@ -42,6 +42,8 @@ __all__ = [
     "PRESETS",
     "Seq2SeqTransformer",
     "shift_right",
+    "decoder_self_attention_mask",
+    "cross_attention",
     "label_smoothed_loss",
     "transformer_lr",
     "gnmt_length_penalty",
@@ -143,6 +145,45 @@ def shift_right(tgt: Tensor, bos_id: int) -> Tensor:
     result is what the decoder sees when it predicts ``tgt[:, t]``.
     """
     return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], dim=1)
+
+
+def decoder_self_attention_mask(tgt_lengths: Tensor, n: int) -> Tensor:
+    """Causal and key-padding masks of the decoder's self-attention, combined: ``(batch, n, n)`` boolean.
+
+    ``mask[b, i, j]`` is ``True`` (may attend) when ``j <= i`` (no peeking at
+    later targets) and ``j < tgt_lengths[b]`` (a real token, not padding).
+    ``tgt_lengths``: ``(batch,)`` integer lengths in ``[0, n]``.
+    """
+    pos = torch.arange(n, device=tgt_lengths.device)
+    causal = pos[None, :] <= pos[:, None]                          # (n, n): key j <= query i
+    real = pos[None, :] < tgt_lengths[:, None]                     # (batch, n): key j is a real token
+    return causal[None, :, :] & real[:, None, :]
+
+
+def cross_attention(x: Tensor, memory: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor, w_o: Tensor, n_heads: int,
+                    memory_mask: Tensor | None = None) -> Tensor:
+    """Multi-head cross-attention from given weights: queries from ``x``, keys and values from ``memory``.
+
+    ``head_i = softmax(Q_i K_i^T / sqrt(d_head)) V_i`` with ``Q = x W_q^T``,
+    ``K = memory W_k^T``, ``V = memory W_v^T`` split into ``n_heads`` blocks of
+    columns; the heads are concatenated and projected by ``W_o^T`` (sec. 3.2.3,
+    "encoder-decoder attention"). Weights follow ``nn.Linear``, ``(out, in)``.
+
+    Args:
+        x: decoder states ``(batch, n_tgt, d_model)``.  memory: encoder output ``(batch, n_src, d_model)``.
+        w_q, w_k, w_v: ``(d_model, d_model)``.  w_o: ``(d_model, d_model)``.
+        memory_mask: boolean, broadcastable to ``(batch, n_tgt, n_src)``; ``True`` = may attend.
+
+    Returns:
+        ``(batch, n_tgt, d_model)``.
+    """
+    q = split_heads(F.linear(x, w_q), n_heads)                     # (batch, heads, n_tgt, d_head)
+    k = split_heads(F.linear(memory, w_k), n_heads)                # (batch, heads, n_src, d_head)
+    v = split_heads(F.linear(memory, w_v), n_heads)
+    if memory_mask is not None and memory_mask.ndim == 3:
+        memory_mask = memory_mask.unsqueeze(1)                     # the same mask for every head
+    weights = attention_weights(q, k, memory_mask)
+    return F.linear(merge_heads(weights @ v), w_o)
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -262,7 +303,8 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float = 0.1, 
         raise ValueError(f"smoothing must be in [0, 1], got {smoothing}")
     if logits.shape[:-1] != target.shape:
         raise ValueError(f"logits {tuple(logits.shape)} must be target {tuple(target.shape)} plus a class axis")
-    logp = F.log_softmax(logits.float(), dim=-1)
+    # Half precision is upcast to float32; float32 and float64 keep their precision.
+    logp = F.log_softmax(logits if logits.dtype in (torch.float32, torch.float64) else logits.float(), dim=-1)
     keep = target != ignore_index
     safe = torch.where(keep, target, torch.zeros_like(target))
     nll = -logp.gather(-1, safe[..., None]).squeeze(-1)

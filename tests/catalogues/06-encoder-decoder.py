@@ -1,0 +1,275 @@
+"""Plausible wrong implementations for assignment 06-encoder-decoder, as data.
+
+Each entry replaces the solution cell ``exercise`` of
+solutions/06-encoder-decoder/encoder_decoder.ipynb with ``source``; the hidden
+tests of that exercise must fail on it (tests/test_catalogues.py).
+"""
+
+WRONG = []
+
+WRONG += [
+    # ------------------------------------------------------------ shift_right
+    dict(exercise="shift_right", mistake="shifts left", source='''
+def shift_right(tgt, bos_id):
+    return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], dim=1)
+'''),
+    dict(exercise="shift_right", mistake="keeps the last token (one too long)", source='''
+def shift_right(tgt, bos_id):
+    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], dim=1)
+'''),
+    dict(exercise="shift_right", mistake="torch.roll without replacing the wrapped token", source='''
+def shift_right(tgt, bos_id):
+    return torch.roll(tgt, 1, dims=1)
+'''),
+    dict(exercise="shift_right", mistake="overwrites the first token in place", source='''
+def shift_right(tgt, bos_id):
+    tgt[:, 0] = bos_id
+    return tgt
+'''),
+    dict(exercise="shift_right", mistake="BOS hard-coded to 1", source='''
+def shift_right(tgt, bos_id):
+    return torch.cat([torch.full_like(tgt[:, :1], 1), tgt[:, :-1]], dim=1)
+'''),
+    dict(exercise="shift_right", mistake="float BOS column changes the dtype", source='''
+def shift_right(tgt, bos_id):
+    return torch.cat([torch.full((tgt.shape[0], 1), float(bos_id)), tgt[:, :-1].float()], dim=1)
+'''),
+    dict(exercise="shift_right", mistake="shifts along the batch axis", source='''
+def shift_right(tgt, bos_id):
+    return torch.cat([torch.full_like(tgt[:1], bos_id), tgt[:-1]], dim=0)
+'''),
+    # ------------------------------------------------------------ decoder_self_attention_mask
+    dict(exercise="decoder_self_attention_mask", mistake="upper triangle (j >= i)", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    pos = torch.arange(n)
+    return (pos[None, :] >= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]
+'''),
+    dict(exercise="decoder_self_attention_mask", mistake="strict causal mask (no diagonal)", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    pos = torch.arange(n)
+    return (pos[None, :] < pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]
+'''),
+    dict(exercise="decoder_self_attention_mask", mistake="padding applied to the query rows", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    pos = torch.arange(n)
+    return (pos[None, :] <= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, :, None]
+'''),
+    dict(exercise="decoder_self_attention_mask", mistake="padding forgotten", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    return torch.ones(len(tgt_lengths), n, n, dtype=torch.bool).tril()
+'''),
+    dict(exercise="decoder_self_attention_mask", mistake="off by one in the padding (j <= length)", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    pos = torch.arange(n)
+    return (pos[None, :] <= pos[:, None])[None] & (pos[None, :] <= tgt_lengths[:, None])[:, None, :]
+'''),
+    dict(exercise="decoder_self_attention_mask", mistake="masks combined with or", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    pos = torch.arange(n)
+    return (pos[None, :] <= pos[:, None])[None] | (pos[None, :] < tgt_lengths[:, None])[:, None, :]
+'''),
+    dict(exercise="decoder_self_attention_mask", mistake="returns a float 0/1 mask", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    pos = torch.arange(n)
+    return ((pos[None, :] <= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]).float()
+'''),
+    # ------------------------------------------------------------ transformer_lr
+    dict(exercise="transformer_lr", mistake="no d_model factor", source='''
+def transformer_lr(step, d_model, warmup):
+    if step == 0:
+        return 0.0
+    return min(step ** -0.5, step * warmup ** -1.5)
+'''),
+    dict(exercise="transformer_lr", mistake="warmup^-0.5 in the linear branch", source='''
+def transformer_lr(step, d_model, warmup):
+    if step == 0:
+        return 0.0
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)
+'''),
+    dict(exercise="transformer_lr", mistake="max instead of min", source='''
+def transformer_lr(step, d_model, warmup):
+    if step == 0:
+        return 0.0
+    return d_model ** -0.5 * max(step ** -0.5, step * warmup ** -1.5)
+'''),
+    dict(exercise="transformer_lr", mistake="step 0 not handled", source='''
+def transformer_lr(step, d_model, warmup):
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+'''),
+    dict(exercise="transformer_lr", mistake="step counted from 1 (uses step + 1)", source='''
+def transformer_lr(step, d_model, warmup):
+    step = step + 1
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+'''),
+    dict(exercise="transformer_lr", mistake="returns a tensor, not a float", source='''
+def transformer_lr(step, d_model, warmup):
+    if step == 0:
+        return torch.tensor([0.0])
+    return torch.tensor([d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)])
+'''),
+    dict(exercise="transformer_lr", mistake="linear branch step / warmup (missing warmup^-0.5)", source='''
+def transformer_lr(step, d_model, warmup):
+    if step == 0:
+        return 0.0
+    return d_model ** -0.5 * min(step ** -0.5, step / warmup)
+'''),
+    # ------------------------------------------------------------ label_smoothed_loss
+    dict(exercise="label_smoothed_loss", mistake="divides by all positions, padding included", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    logp = torch.log_softmax(logits, dim=-1)
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    nll = -logp.gather(-1, safe[..., None]).squeeze(-1)
+    loss = ((1 - smoothing) * nll + smoothing * -logp.mean(-1)) * keep
+    return loss.mean()
+'''),
+    dict(exercise="label_smoothed_loss", mistake="eps spread over the V - 1 wrong classes", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    logp = torch.log_softmax(logits, dim=-1)
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    V = logits.shape[-1]
+    q = torch.full_like(logp, smoothing / (V - 1)).scatter(-1, safe[..., None], 1 - smoothing)
+    loss = -(q * logp).sum(-1) * keep
+    return loss.sum() / keep.sum()
+'''),
+    dict(exercise="label_smoothed_loss", mistake="sum over the vocabulary instead of mean", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    logp = torch.log_softmax(logits, dim=-1)
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    nll = -logp.gather(-1, safe[..., None]).squeeze(-1)
+    loss = ((1 - smoothing) * nll + smoothing * -logp.sum(-1)) * keep
+    return loss.sum() / keep.sum()
+'''),
+    dict(exercise="label_smoothed_loss", mistake="true class weight 1 instead of 1 - eps", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    logp = torch.log_softmax(logits, dim=-1)
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    nll = -logp.gather(-1, safe[..., None]).squeeze(-1)
+    loss = (nll + smoothing * -logp.mean(-1)) * keep
+    return loss.sum() / keep.sum()
+'''),
+    dict(exercise="label_smoothed_loss", mistake="log of softmax overflows (no log_softmax)", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    logp = torch.log(torch.exp(logits) / torch.exp(logits).sum(-1, keepdim=True))
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    nll = -logp.gather(-1, safe[..., None]).squeeze(-1)
+    loss = ((1 - smoothing) * nll + smoothing * -logp.mean(-1)) * keep
+    return loss.sum() / keep.sum()
+'''),
+    dict(exercise="label_smoothed_loss", mistake="calls F.cross_entropy", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    import torch.nn.functional as F
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                           ignore_index=ignore_index, label_smoothing=smoothing)
+'''),
+    dict(exercise="label_smoothed_loss", mistake="padding positions not ignored", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    logp = torch.log_softmax(logits, dim=-1)
+    safe = torch.where(target != ignore_index, target, torch.zeros_like(target))
+    nll = -logp.gather(-1, safe[..., None]).squeeze(-1)
+    return ((1 - smoothing) * nll + smoothing * -logp.mean(-1)).mean()
+'''),
+    dict(exercise="label_smoothed_loss", mistake="casts to float32", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    nll = -logp.gather(-1, safe[..., None]).squeeze(-1)
+    loss = ((1 - smoothing) * nll + smoothing * -logp.mean(-1)) * keep
+    return loss.sum() / keep.sum()
+'''),
+    # ------------------------------------------------------------ cross_attention
+    dict(exercise="cross_attention", mistake="queries from the memory, keys/values from x", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    x, memory = memory, x
+    b, n_t, d = x.shape
+    n_s = memory.shape[1]
+    hd = d // n_heads
+    q = (x @ w_q.T).view(b, n_t, n_heads, hd).transpose(1, 2)
+    k = (memory @ w_k.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    v = (memory @ w_v.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
+'''),
+    dict(exercise="cross_attention", mistake="scale by sqrt(d_model)", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    b, n_t, d = x.shape
+    n_s = memory.shape[1]
+    hd = d // n_heads
+    q = (x @ w_q.T).view(b, n_t, n_heads, hd).transpose(1, 2)
+    k = (memory @ w_k.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    v = (memory @ w_v.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(d)
+    if memory_mask is not None:
+        s = s.masked_fill(~memory_mask[:, None], float("-inf"))
+    return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
+'''),
+    dict(exercise="cross_attention", mistake="mask ignored", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    b, n_t, d = x.shape
+    n_s = memory.shape[1]
+    hd = d // n_heads
+    q = (x @ w_q.T).view(b, n_t, n_heads, hd).transpose(1, 2)
+    k = (memory @ w_k.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    v = (memory @ w_v.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
+'''),
+    dict(exercise="cross_attention", mistake="heads merged with view without transposing back", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    b, n_t, d = x.shape
+    n_s = memory.shape[1]
+    hd = d // n_heads
+    q = (x @ w_q.T).view(b, n_t, n_heads, hd).transpose(1, 2)
+    k = (memory @ w_k.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    v = (memory @ w_v.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    if memory_mask is not None:
+        s = s.masked_fill(~memory_mask[:, None], float("-inf"))
+    return (torch.softmax(s, -1) @ v).reshape(b, n_t, d) @ w_o.T
+'''),
+    dict(exercise="cross_attention", mistake="no output projection", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    b, n_t, d = x.shape
+    n_s = memory.shape[1]
+    hd = d // n_heads
+    q = (x @ w_q.T).view(b, n_t, n_heads, hd).transpose(1, 2)
+    k = (memory @ w_k.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    v = (memory @ w_v.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    if memory_mask is not None:
+        s = s.masked_fill(~memory_mask[:, None], float("-inf"))
+    return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d)
+'''),
+    dict(exercise="cross_attention", mistake="weights not transposed (x @ w)", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    b, n_t, d = x.shape
+    n_s = memory.shape[1]
+    hd = d // n_heads
+    q = (x @ w_q).view(b, n_t, n_heads, hd).transpose(1, 2)
+    k = (memory @ w_k).view(b, n_s, n_heads, hd).transpose(1, 2)
+    v = (memory @ w_v).view(b, n_s, n_heads, hd).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    if memory_mask is not None:
+        s = s.masked_fill(~memory_mask[:, None], float("-inf"))
+    return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o
+'''),
+    dict(exercise="cross_attention", mistake="causal mask added to cross-attention", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    b, n_t, d = x.shape
+    n_s = memory.shape[1]
+    hd = d // n_heads
+    q = (x @ w_q.T).view(b, n_t, n_heads, hd).transpose(1, 2)
+    k = (memory @ w_k.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    v = (memory @ w_v.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    causal = torch.ones(n_t, n_s, dtype=torch.bool).tril()
+    m = causal if memory_mask is None else causal & memory_mask[:, None]
+    s = s.masked_fill(~m, float("-inf"))
+    return torch.nan_to_num(torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
+'''),
+]
