@@ -35,7 +35,7 @@ from course_lib.mlp import swiglu_hidden_dim
 from course_lib.norms import RMSNorm
 from course_lib.positional import RotaryEmbedding, TokenEmbedding
 
-__all__ = ["DecoderLMConfig", "PRESETS", "DecoderLM", "sample_next_token"]
+__all__ = ["DecoderLMConfig", "PRESETS", "DecoderLM", "sample_next_token", "next_token_loss", "swiglu"]
 
 
 @dataclass
@@ -258,3 +258,33 @@ def sample_next_token(logits: Tensor, temperature: float = 1.0, top_k: int | Non
         kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+
+
+def next_token_loss(logits: Tensor, ids: Tensor, ignore_index: int | None = None) -> Tensor:
+    """Mean next-token cross-entropy when ``logits`` were computed from ``ids`` itself.
+
+    ``logits``: ``(batch, seq, V)``, row ``t`` scoring the token at ``t + 1``;
+    ``ids``: ``(batch, seq)``. The last row of logits has no target and the
+    first token is never predicted, so the loss pairs ``logits[:, :-1]`` with
+    ``ids[:, 1:]``::
+
+        loss = -1/|T| sum_{(b, t) in T} log softmax(logits[b, t])[ids[b, t + 1]]
+
+    where ``T`` holds the pairs whose target is not ``ignore_index`` (all of
+    them when it is None). Computed in the dtype of ``logits``.
+    """
+    if logits.ndim != 3 or ids.shape != logits.shape[:2]:
+        raise ValueError(f"expected logits (batch, seq, V) and ids (batch, seq), got {tuple(logits.shape)} "
+                         f"and {tuple(ids.shape)}")
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(),
+                           ignore_index=-100 if ignore_index is None else ignore_index)
+
+
+def swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:
+    """The SwiGLU MLP as a function: ``(silu(x W_gate^T) * (x W_up^T)) W_down^T``.
+
+    ``x``: ``(..., dim)``; ``w_gate``, ``w_up``: ``(hidden, dim)``; ``w_down``:
+    ``(dim, hidden)`` (``nn.Linear``'s layout, no biases): the same as
+    :class:`~course_lib.mlp.SwiGLU` with those weights loaded.
+    """
+    return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)

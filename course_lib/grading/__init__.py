@@ -198,6 +198,8 @@ class Case:
         def conv(x):
             if isinstance(x, torch.nn.Module):
                 return copy.deepcopy(x).double()
+            if isinstance(x, torch.Generator):  # the reference must not advance the learner's generator
+                return copy.deepcopy(x)
             return x.double() if isinstance(x, Tensor) and x.is_floating_point() else x
         return Case(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()}, self.label)
 

@@ -1,0 +1,445 @@
+"""Random cases and likely mistakes for the modern-variants exercises (chapter 07).
+
+* ``pre_ln_block(x, attn, mlp, norm1, norm2)``: a pre-LN block,
+  ``h = x + attn(norm1(x))``, ``y = h + mlp(norm2(h))``. The four callables
+  are torch modules with fixed random weights (float64 cases) or torch
+  functions (float32 cases); never code from :mod:`course_lib`, which the
+  learner may not call. The "attention" always mixes tokens and the two norms
+  always differ, so swapping them shows.
+* ``swiglu(x, w_gate, w_up, w_down)``: the gated MLP with weights in
+  ``nn.Linear``'s layout; ``F.silu`` is forbidden.
+* ``apply_rope(x, positions, base)``: rotary embedding in the half-split
+  (``rotate_half``) layout; the reference computes the angles in the dtype of
+  ``x``; positions include offsets and arbitrary orders.
+* ``next_token_loss(logits, ids, ignore_index=None)``: the shifted mean
+  cross-entropy; ``F.cross_entropy`` and ``F.nll_loss`` are forbidden.
+* ``sample_next_token(logits, temperature, top_k, generator)``: temperature,
+  top-k (ties at the k-th value kept), then one ``torch.multinomial`` draw
+  with the given generator; compared token by token with the reference.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from course_lib.blocks import residual
+from course_lib.decoder_lm import next_token_loss, sample_next_token, swiglu
+from course_lib.grading import Case, Mistake
+
+_BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
+
+#: routines that would do an exercise for the learner.
+SILU: tuple = (F.silu,)
+CROSS_ENTROPY: tuple = (F.cross_entropy, F.nll_loss, torch.nn.functional.binary_cross_entropy)
+
+
+def _name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _randint(g: torch.Generator, low: int, high: int) -> int:
+    return int(torch.randint(low, high, (1,), generator=g))
+
+
+# --------------------------------------------------------------------------
+# Exercise: the pre-LN block
+# --------------------------------------------------------------------------
+def reference_pre_ln_block(x: Tensor, attn, mlp, norm1, norm2) -> Tensor:
+    """``h = x + attn(norm1(x))``, then ``h + mlp(norm2(h))``."""
+    return residual(residual(x, attn, norm1, "pre"), mlp, norm2, "pre")
+
+
+def _frozen(module: nn.Module) -> nn.Module:
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return module.eval()
+
+
+def _block_modules(g: torch.Generator, n_tok: int, d: int):
+    state = torch.random.get_rng_state()
+    torch.manual_seed(_randint(g, 0, 2**31 - 1))
+    try:
+        # a stand-in for attention made only of torch modules: a dense map over all tokens' features
+        attn = nn.Sequential(nn.Flatten(-2, -1), nn.Linear(n_tok * d, n_tok * d), nn.Tanh(), nn.Unflatten(-1, (n_tok, d)))
+        mlp = nn.Sequential(nn.Linear(d, 3 * d), nn.GELU(), nn.Linear(3 * d, d))
+        norm1, norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        with torch.no_grad():
+            for m in list(attn) + list(mlp):
+                if isinstance(m, nn.Linear):
+                    m.weight.mul_(2.0)
+                    m.bias.normal_(0.0, 0.5)
+            for n in (norm1, norm2):
+                n.weight.uniform_(0.3, 2.5)
+                n.bias.normal_(0.0, 0.7)
+    finally:
+        torch.random.set_rng_state(state)
+    mods = [_frozen(m.double()) for m in (attn, mlp, norm1, norm2)]
+    return (*mods, "attn tanh(Linear over all tokens), mlp Linear-GELU-Linear, two affine LayerNorms")
+
+
+def _block_functions(d: int, kind: int):
+    """Dtype-agnostic torch functions for float32 cases (the attention stand-in mixes tokens)."""
+    if kind == 0:
+        attn = functools.partial(torch.cumsum, dim=-2)
+        mlp = torch.sin
+        what = "attn cumsum over tokens, mlp sin"
+    else:
+        attn = functools.partial(torch.roll, shifts=1, dims=-2)
+        mlp = torch.tanh
+        what = "attn roll over tokens, mlp tanh"
+    norm1 = functools.partial(F.layer_norm, normalized_shape=(d,))
+    norm2 = functools.partial(F.rms_norm, normalized_shape=(d,))
+    return attn, mlp, norm1, norm2, what + ", norm1 layer_norm, norm2 rms_norm"
+
+
+def pre_ln_cases(seed: int = 0, n: int = 24) -> list[Case]:
+    """Random ``(x, attn, mlp, norm1, norm2)`` cases."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
+        d = [2, 4, 8, 16][_randint(g, 0, 4)]
+        n_tok = _randint(g, 2, 7)
+        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        x = (torch.randn(batch + (n_tok, d), generator=g, dtype=torch.float64) * 2.0 + 0.5).to(dtype)
+        if dtype == torch.float64:
+            attn, mlp, norm1, norm2, what = _block_modules(g, n_tok, d)
+        else:
+            attn, mlp, norm1, norm2, what = _block_functions(d, (i // 2) % 2)
+        cases.append(Case((x, attn, mlp, norm1, norm2), label=f"x {tuple(x.shape)}, {_name(dtype)}, {what}"))
+    return cases
+
+
+PRE_LN_MISTAKES = [
+    Mistake("this is the post-LN block: pre-LN normalizes the input of each sublayer, "
+            "x + attn(norm1(x)), and leaves the residual stream itself unnormalized.",
+            lambda x, a, m, n1, n2: n2((lambda h: h + m(h))(n1(x + a(x))))),
+    Mistake("the MLP reads x instead of h: the two sublayers run in sequence, the second on h = x + attn(norm1(x)).",
+            lambda x, a, m, n1, n2: x + a(n1(x)) + m(n2(x))),
+    Mistake("the skip around the attention is missing: h = x + attn(norm1(x)).",
+            lambda x, a, m, n1, n2: (lambda h: h + m(n2(h)))(a(n1(x)))),
+    Mistake("the skip around the MLP is missing: the output is h + mlp(norm2(h)).",
+            lambda x, a, m, n1, n2: m(n2(x + a(n1(x))))),
+    Mistake("the skip carries the normalized input: it must carry x itself, x + attn(norm1(x)).",
+            lambda x, a, m, n1, n2: (lambda h: n2(h) + m(n2(h)))(n1(x) + a(n1(x)))),
+    Mistake("norm1 and norm2 are swapped: norm1 goes before attn, norm2 before mlp.",
+            lambda x, a, m, n1, n2: (lambda h: h + m(n1(h)))(x + a(n2(x)))),
+    Mistake("the same norm is used before both sublayers: norm2 goes before the MLP.",
+            lambda x, a, m, n1, n2: (lambda h: h + m(n1(h)))(x + a(n1(x)))),
+    Mistake("the MLP runs before the attention: attention first, then the MLP.",
+            lambda x, a, m, n1, n2: (lambda h: h + a(n1(h)))(x + m(n2(x)))),
+    Mistake("the output is normalized at the end: a pre-LN block returns h + mlp(norm2(h)) unnormalized "
+            "(the final norm belongs to the model, after the last block).",
+            lambda x, a, m, n1, n2: n2((lambda h: h + m(n2(h)))(x + a(n1(x))))),
+    Mistake("the norms are applied to the sublayer outputs (x + norm(f(x))): pre-LN normalizes their inputs.",
+            lambda x, a, m, n1, n2: (lambda h: h + n2(m(h)))(x + n1(a(x)))),
+    Mistake("the norms are never applied.", lambda x, a, m, n1, n2: (lambda h: h + m(h))(x + a(x))),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise: SwiGLU
+# --------------------------------------------------------------------------
+def reference_swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:
+    return swiglu(x, w_gate, w_up, w_down)
+
+
+def swiglu_cases(seed: int = 0, n: int = 30) -> list[Case]:
+    """Random ``(x, w_gate, w_up, w_down)`` cases: batch shapes, a single token, hidden < = > dim."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
+        d = [1, 3, 4, 8, 12][_randint(g, 0, 5)] if i > 0 else 6
+        hidden = [d, 2 * d + 1, 5, (8 * d) // 3 + 1][i % 4]
+        n_tok = _randint(g, 1, 8)
+        if i % 3 == 1:
+            n_tok = d  # a square token matrix: mixing the wrong axis still has the right shape
+        shape = batch + (n_tok, d)
+        if i == 5:
+            shape = (d,)
+        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        r = lambda *s, scale=1.0: (torch.randn(*s, generator=g, dtype=torch.float64) * scale).to(dtype)  # noqa: E731
+        x = r(*shape, scale=1.5)
+        wg, wu = r(hidden, d, scale=1.5 * d**-0.5), r(hidden, d, scale=d**-0.5)
+        wd = r(d, hidden, scale=hidden**-0.5)
+        cases.append(Case((x, wg, wu, wd), label=f"x {tuple(x.shape)}, dim={d}, hidden={hidden}, {_name(dtype)}"))
+    return cases
+
+
+def _lin(x, w):
+    return x @ w.transpose(-2, -1)
+
+
+def _glu(x, wg, wu, wd, act=F.silu):
+    return _lin(act(_lin(x, wg)) * _lin(x, wu), wd)
+
+
+SWIGLU_MISTAKES = [
+    Mistake("the gate and up projections are swapped: the SiLU goes on x W_gate^T, the plain branch is x W_up^T.",
+            lambda x, wg, wu, wd: _glu(x, wu, wg, wd)),
+    Mistake("the activation is a sigmoid: SiLU(z) = z * sigmoid(z).",
+            lambda x, wg, wu, wd: _glu(x, wg, wu, wd, act=torch.sigmoid)),
+    Mistake("the activation is ReLU: SwiGLU uses SiLU(z) = z * sigmoid(z).",
+            lambda x, wg, wu, wd: _glu(x, wg, wu, wd, act=F.relu)),
+    Mistake("the activation is GELU: SwiGLU uses SiLU(z) = z * sigmoid(z).",
+            lambda x, wg, wu, wd: _glu(x, wg, wu, wd, act=F.gelu)),
+    Mistake("the SiLU is missing: the gate is silu(x W_gate^T).",
+            lambda x, wg, wu, wd: _glu(x, wg, wu, wd, act=lambda t: t)),
+    Mistake("the two branches are added, not multiplied: the gate multiplies the up branch element-wise.",
+            lambda x, wg, wu, wd: _lin(F.silu(_lin(x, wg)) + _lin(x, wu), wd)),
+    Mistake("the SiLU is applied to the product of the two branches: only the gate branch goes through it.",
+            lambda x, wg, wu, wd: _lin(F.silu(_lin(x, wg) * _lin(x, wu)), wd)),
+    Mistake("the SiLU is applied to both branches: the up branch is linear.",
+            lambda x, wg, wu, wd: _lin(F.silu(_lin(x, wg)) * F.silu(_lin(x, wu)), wd)),
+    Mistake("a SiLU is applied after the down projection too: the output is linear in the gated hidden layer.",
+            lambda x, wg, wu, wd: F.silu(_glu(x, wg, wu, wd))),
+    Mistake("the down projection is missing or not transposed correctly.",
+            lambda x, wg, wu, wd: F.silu(_lin(x, wg)) * _lin(x, wu)),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise: RoPE
+# --------------------------------------------------------------------------
+def _rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def _angles(positions: Tensor, head_dim: int, base: float, dtype, interleave=False, scale=2.0) -> Tensor:
+    inv_freq = base ** (-scale * torch.arange(head_dim // 2, dtype=dtype) / head_dim)
+    angles = positions.to(dtype)[..., None] * inv_freq
+    if interleave:
+        return angles.repeat_interleave(2, dim=-1)
+    return torch.cat([angles, angles], dim=-1)
+
+
+def reference_apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
+    """``x * cos + rotate_half(x) * sin`` with angles ``positions * base^(-2i/d)`` computed in ``x.dtype``.
+
+    ``x``: ``(..., seq, head_dim)``; ``positions``: ``(seq,)`` integers.
+    The same as :func:`course_lib.positional.apply_rope` with :func:`~course_lib.positional.rope_cos_sin`
+    (which computes its tables in float32).
+    """
+    a = _angles(positions, x.shape[-1], base, x.dtype)
+    return x * a.cos() + _rotate_half(x) * a.sin()
+
+
+def rope_cases(seed: int = 0, n: int = 30) -> list[Case]:
+    """Random ``(x, positions, base)`` cases: heads/batch axes, offsets, shuffled positions, other bases."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    lead_shapes = [(), (2,), (2, 3), (1, 4)]
+    for i in range(n):
+        lead = lead_shapes[i % 4]
+        head_dim = [2, 4, 8, 16, 6][_randint(g, 0, 5)] if i > 0 else 8
+        seq = _randint(g, 1, 9)
+        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        x = torch.randn(lead + (seq, head_dim), generator=g, dtype=torch.float64).to(dtype)
+        kind = i % 5
+        if kind == 0:
+            positions, what = torch.arange(seq), "positions 0..seq-1"
+        elif kind == 1:
+            off = _randint(g, 1, 40)
+            positions, what = torch.arange(off, off + seq), f"positions start at {off}"
+        elif kind == 2:
+            positions, what = torch.randperm(seq, generator=g) * 3, "positions shuffled and spaced by 3"
+        elif kind == 3:
+            positions, what = torch.randint(0, 60, (seq,), generator=g), "random positions"
+        else:
+            positions, what = torch.arange(seq) + 1, "positions 1..seq"
+        base = [10000.0, 100.0, 10.0, 500000.0][(i // 5) % 4]
+        cases.append(Case((x, positions, base),
+                          label=f"x {tuple(x.shape)}, {what}, base={base:g}, {_name(dtype)}"))
+    return cases
+
+
+def _rope_variant(interleave=False, scale=2.0, sign=1.0, rot="half", base_fixed=None, pos_shift=0):
+    def variant(x, positions, base=10000.0):
+        b = base_fixed if base_fixed is not None else base
+        a = _angles(positions + pos_shift, x.shape[-1], b, x.dtype, interleave=interleave, scale=scale)
+        if rot == "half":
+            r = _rotate_half(x)
+        elif rot == "swap":
+            x1, x2 = x.chunk(2, dim=-1)
+            r = torch.cat([x2, -x1], dim=-1)
+        else:  # interleaved pairs (x0, x1) -> (-x1, x0)
+            r = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+        return x * a.cos() + sign * r * a.sin()
+    return variant
+
+
+ROPE_MISTAKES = [
+    Mistake("the rotation goes the wrong way: rotate_half(x) = [-x2, x1] (minus on the second half), "
+            "then x * cos + rotate_half(x) * sin.", _rope_variant(rot="swap")),
+    Mistake("the frequencies are repeated in pairs (interleaved layout); in the half-split layout "
+            "the d/2 frequencies appear once in each half: cat([angles, angles]).",
+            _rope_variant(interleave=True)),
+    Mistake("this rotates adjacent pairs (x0, x1), (x2, x3), ... (the interleaved layout of the RoPE paper); "
+            "here pair i is (x_i, x_{i + d/2}).", _rope_variant(interleave=True, rot="pairs")),
+    Mistake("the frequency exponent is off: theta_i = base^(-2i/d) for i = 0 .. d/2 - 1.",
+            _rope_variant(scale=1.0)),
+    Mistake("`base` is ignored: use the base passed in, not 10000.", _rope_variant(base_fixed=10000.0)),
+    Mistake("the positions are off by one: token at position p is rotated by p * theta_i.",
+            _rope_variant(pos_shift=1)),
+    Mistake("the sine term has the wrong sign.", _rope_variant(sign=-1.0)),
+    Mistake("cos and sin are swapped: x * cos(phi) + rotate_half(x) * sin(phi).",
+            lambda x, positions, base=10000.0: (lambda a: x * a.sin() + _rotate_half(x) * a.cos())(
+                _angles(positions, x.shape[-1], base, x.dtype))),
+    Mistake("the positions are ignored: each token must be rotated by its own position, not its index.",
+            lambda x, positions, base=10000.0: _rope_variant()(x, torch.arange(x.shape[-2]), base)),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise: the next-token loss
+# --------------------------------------------------------------------------
+def reference_next_token_loss(logits: Tensor, ids: Tensor, ignore_index: int | None = None) -> Tensor:
+    return next_token_loss(logits, ids, ignore_index)
+
+
+def loss_cases(seed: int = 0, n: int = 30) -> list[Case]:
+    """Random ``(logits, ids[, ignore_index])`` cases; ignored targets never cover a whole batch."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        b, t = _randint(g, 1, 4), _randint(g, 2, 9)
+        v = [3, 5, 11, 17][_randint(g, 0, 4)]
+        if i % 6 == 2:
+            v = t  # vocabulary as long as the sequence: a transposed loss keeps the right shapes
+        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        logits = (torch.randn(b, t, v, generator=g, dtype=torch.float64) * [1.0, 3.0, 0.3][i % 3]).to(dtype)
+        ids = torch.randint(0, v, (b, t), generator=g)
+        if i % 3 == 1:
+            pad = [0, -100, v - 1][(i // 3) % 3]
+            mask = torch.rand(b, t, generator=g) < 0.35
+            mask[0, 1] = False  # at least one target kept
+            mask[:, 0] = True   # the first token (never a target) is ignored too, sometimes
+            ids = torch.where(mask, torch.full_like(ids, pad), ids)
+            if pad == -100 and i % 2:
+                cases.append(Case((logits, ids), {"ignore_index": -100},
+                                  label=f"logits {tuple(logits.shape)}, ignore_index=-100 (keyword), {_name(dtype)}"))
+            else:
+                cases.append(Case((logits, ids, pad),
+                                  label=f"logits {tuple(logits.shape)}, ignore_index={pad}, {_name(dtype)}"))
+        else:
+            cases.append(Case((logits, ids), label=f"logits {tuple(logits.shape)}, no ignore_index, {_name(dtype)}"))
+    return cases
+
+
+def _ce(logits, targets, ignore_index=None, reduce="mean", norm=-1):
+    lp = logits if norm is None else logits - logits.logsumexp(norm, keepdim=True)
+    keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
+    nll = -lp.gather(-1, torch.where(keep, targets, 0)[..., None]).squeeze(-1)
+    nll = torch.where(keep, nll, torch.zeros_like(nll))
+    if reduce == "sum":
+        return nll.sum()
+    if reduce == "per_row":
+        return (nll.sum(-1) / keep.sum(-1).clamp(min=1)).mean()
+    if reduce == "all":
+        return nll.sum() / targets.numel()
+    return nll.sum() / keep.sum()
+
+
+LOSS_MISTAKES = [
+    Mistake("the logits and targets are not shifted: row t of the logits predicts the token at t + 1, "
+            "so pair logits[:, :-1] with ids[:, 1:].",
+            lambda lg, ids, ignore_index=None: _ce(lg, ids, ignore_index)),
+    Mistake("the shift goes the wrong way: pair logits[:, :-1] with ids[:, 1:], not logits[:, 1:] with ids[:, :-1].",
+            lambda lg, ids, ignore_index=None: _ce(lg[:, 1:], ids[:, :-1], ignore_index)),
+    Mistake("the ignored targets are counted in the mean: divide by the number of kept targets.",
+            lambda lg, ids, ignore_index=None: _ce(lg[:, :-1], ids[:, 1:], ignore_index, reduce="all")),
+    Mistake("ignore_index is not applied: targets equal to it contribute nothing.",
+            lambda lg, ids, ignore_index=None: _ce(lg[:, :-1], ids[:, 1:].clamp(min=0))),
+    Mistake("the loss averages each sequence, then the sequences: average over all kept targets at once "
+            "(sequences with more kept targets weigh more).",
+            lambda lg, ids, ignore_index=None: _ce(lg[:, :-1], ids[:, 1:], ignore_index, reduce="per_row")),
+    Mistake("the loss is summed, not averaged over the predicted tokens.",
+            lambda lg, ids, ignore_index=None: _ce(lg[:, :-1], ids[:, 1:], ignore_index, reduce="sum")),
+    Mistake("the loss is missing its minus sign: cross-entropy is -log p(target).",
+            lambda lg, ids, ignore_index=None: -_ce(lg[:, :-1], ids[:, 1:], ignore_index)),
+    Mistake("the loss uses the raw logit of the target, without the log-softmax normalization.",
+            lambda lg, ids, ignore_index=None: _ce(lg[:, :-1], ids[:, 1:], ignore_index, norm=None)),
+    Mistake("the log-softmax is taken over the wrong axis: normalize over the vocabulary, the last axis.",
+            lambda lg, ids, ignore_index=None: _ce(lg[:, :-1], ids[:, 1:], ignore_index, norm=-2)),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise: sampling the next token
+# --------------------------------------------------------------------------
+def reference_sample_next_token(logits: Tensor, temperature: float, top_k: int | None,
+                                generator: torch.Generator) -> Tensor:
+    # a copy: check_function shares the case's generator between the float64 reference and the
+    # mistake variants, so the reference must not advance it
+    return sample_next_token(logits, temperature, top_k, False, copy.deepcopy(generator))
+
+
+def sample_cases(seed: int = 0, n: int = 40) -> list[Case]:
+    """Random ``(logits, temperature, top_k, generator)`` cases; each generator freshly seeded."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    temps = [1.0, 0.5, 2.0, 0.7, 1.5, 3.0]
+    for i in range(n):
+        b, v = _randint(g, 2, 9), [4, 7, 10, 16][_randint(g, 0, 4)]
+        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        logits = (torch.randn(b, v, generator=g, dtype=torch.float64) * 2.0).to(dtype)
+        temperature = temps[i % len(temps)]
+        top_k = [None, 1, 3, None, v, v + 5, 2, 5][i % 8]
+        what = ""
+        if i % 10 == 9 and top_k is not None and top_k < v:
+            # a tie at the k-th largest value in row 0: ties are kept
+            row = logits[0].sort(descending=True).values
+            logits[0][logits[0] == row[top_k]] = row[top_k - 1]
+            what = ", a tie at the k-th value in row 0"
+        gen = torch.Generator().manual_seed(_randint(g, 0, 2**31 - 1))
+        cases.append(Case((logits, temperature, top_k, gen),
+                          label=f"logits {tuple(logits.shape)}, temperature={temperature}, top_k={top_k}{what}, "
+                                f"{_name(dtype)}"))
+    return cases
+
+
+def _sample(logits, temperature, top_k, generator, mode=""):
+    generator = copy.deepcopy(generator)
+    logits = logits.double()
+    if mode == "times_t":
+        logits = logits * temperature
+    elif mode != "no_t":
+        logits = logits / temperature
+    if top_k is not None and mode != "no_k":
+        k = min(top_k + (1 if mode == "k_plus" else -1 if mode == "k_minus" else 0), logits.shape[-1])
+        if k < 1:
+            return torch.full((logits.shape[0], 1), -1, dtype=torch.long)
+        if mode == "smallest":
+            kth = (-logits).topk(k, dim=-1).values[:, -1:].neg()
+            logits = logits.masked_fill(logits > kth, float("-inf"))
+        else:
+            kth = logits.topk(k, dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+    if mode == "argmax":
+        return logits.argmax(-1, keepdim=True)
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+
+
+SAMPLE_MISTAKES = [
+    Mistake("the temperature is not applied: divide the logits by it before the softmax.",
+            lambda lg, t, k, gen: _sample(lg, t, k, gen, "no_t")),
+    Mistake("the logits are multiplied by the temperature: divide by it (a low temperature sharpens).",
+            lambda lg, t, k, gen: _sample(lg, t, k, gen, "times_t")),
+    Mistake("top_k is ignored: keep only the k largest logits (set the others to -inf).",
+            lambda lg, t, k, gen: _sample(lg, t, k, gen, "no_k")),
+    Mistake("top-k keeps one token too many: keep the k largest, no more.",
+            lambda lg, t, k, gen: _sample(lg, t, k, gen, "k_plus")),
+    Mistake("top-k keeps one token too few: keep the k largest.",
+            lambda lg, t, k, gen: _sample(lg, t, k, gen, "k_minus")),
+    Mistake("top-k keeps the k smallest logits: keep the largest.",
+            lambda lg, t, k, gen: _sample(lg, t, k, gen, "smallest")),
+    Mistake("the token is the argmax: sample it with torch.multinomial(probs, 1, generator=generator).",
+            lambda lg, t, k, gen: _sample(lg, t, k, gen, "argmax")),
+]

@@ -1,0 +1,294 @@
+"""Plausible wrong implementations for assignment 07-modern-variants, as data.
+
+Each entry replaces the solution cell ``exercise`` of
+solutions/07-modern-variants/modern_variants.ipynb with ``source``; the hidden
+tests of that exercise must fail on it (tests/test_catalogues.py).
+``mistake`` says what a learner got wrong, in the words of a reviewer.
+"""
+
+WRONG = [
+    # ------------------------------------------------------------ pre_ln_block
+    dict(exercise="pre_ln_block", mistake="writes the post-LN block", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = norm1(x + attn(x))
+    return norm2(h + mlp(h))
+'''),
+    dict(exercise="pre_ln_block", mistake="runs the two sublayers in parallel on x", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    return x + attn(norm1(x)) + mlp(norm2(x))
+'''),
+    dict(exercise="pre_ln_block", mistake="the skip carries the normalized input", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = norm1(x)
+    h = h + attn(h)
+    g = norm2(h)
+    return g + mlp(g)
+'''),
+    dict(exercise="pre_ln_block", mistake="swaps norm1 and norm2", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = x + attn(norm2(x))
+    return h + mlp(norm1(h))
+'''),
+    dict(exercise="pre_ln_block", mistake="uses norm1 twice", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = x + attn(norm1(x))
+    return h + mlp(norm1(h))
+'''),
+    dict(exercise="pre_ln_block", mistake="adds a final norm to the block output", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = x + attn(norm1(x))
+    return norm2(h + mlp(norm2(h)))
+'''),
+    dict(exercise="pre_ln_block", mistake="forgets the second skip", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = x + attn(norm1(x))
+    return mlp(norm2(h))
+'''),
+    dict(exercise="pre_ln_block", mistake="MLP first, then attention", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = x + mlp(norm2(x))
+    return h + attn(norm1(h))
+'''),
+    dict(exercise="pre_ln_block", mistake="updates x in place with +=", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    x += attn(norm1(x))
+    x += mlp(norm2(x))
+    return x
+'''),
+    # ------------------------------------------------------------ swiglu
+    dict(exercise="swiglu", mistake="SiLU on the up branch instead of the gate", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    up = x @ w_up.T
+    return (up * torch.sigmoid(up) * (x @ w_gate.T)) @ w_down.T
+'''),
+    dict(exercise="swiglu", mistake="sigmoid gate (GLU) instead of SiLU", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    return (torch.sigmoid(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+'''),
+    dict(exercise="swiglu", mistake="adds the branches", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    g = x @ w_gate.T
+    return (g * torch.sigmoid(g) + x @ w_up.T) @ w_down.T
+'''),
+    dict(exercise="swiglu", mistake="SiLU of the product", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    z = (x @ w_gate.T) * (x @ w_up.T)
+    return (z * torch.sigmoid(z)) @ w_down.T
+'''),
+    dict(exercise="swiglu", mistake="calls F.silu", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    import torch.nn.functional as F
+    return (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+'''),
+    dict(exercise="swiglu", mistake="ReLU gate (ReGLU)", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    return (torch.relu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+'''),
+    dict(exercise="swiglu", mistake="SiLU written as z * sigmoid(-z)", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    g = x @ w_gate.T
+    return (g * torch.sigmoid(-g) * (x @ w_up.T)) @ w_down.T
+'''),
+    dict(exercise="swiglu", mistake="down projection not transposed", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    g = x @ w_gate.T
+    return (g * torch.sigmoid(g) * (x @ w_up.T)) @ w_down
+'''),
+    # ------------------------------------------------------------ apply_rope
+    dict(exercise="apply_rope", mistake="rotate_half without the minus sign on the right half", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    a = positions.to(x.dtype)[:, None] * inv
+    a = torch.cat([a, a], -1)
+    x1, x2 = x.chunk(2, -1)
+    return x * a.cos() + torch.cat([x2, -x1], -1) * a.sin()
+'''),
+    dict(exercise="apply_rope", mistake="interleaved frequencies (repeat_interleave) with the half-split rotation", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    a = (positions.to(x.dtype)[:, None] * inv).repeat_interleave(2, dim=-1)
+    x1, x2 = x.chunk(2, -1)
+    return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
+'''),
+    dict(exercise="apply_rope", mistake="rotates adjacent pairs (the paper's interleaved layout)", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    a = positions.to(x.dtype)[:, None] * inv
+    xe, xo = x[..., 0::2], x[..., 1::2]
+    ye = xe * a.cos() - xo * a.sin()
+    yo = xe * a.sin() + xo * a.cos()
+    return torch.stack([ye, yo], dim=-1).flatten(-2)
+'''),
+    dict(exercise="apply_rope", mistake="exponent -i/d instead of -2i/d", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv = base ** (-torch.arange(d // 2, dtype=x.dtype) / d)
+    a = positions.to(x.dtype)[:, None] * inv
+    a = torch.cat([a, a], -1)
+    x1, x2 = x.chunk(2, -1)
+    return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
+'''),
+    dict(exercise="apply_rope", mistake="uses the index arange(seq) instead of positions", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    a = torch.arange(x.shape[-2], dtype=x.dtype)[:, None] * inv
+    a = torch.cat([a, a], -1)
+    x1, x2 = x.chunk(2, -1)
+    return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
+'''),
+    dict(exercise="apply_rope", mistake="hard-codes base 10000", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv = 10000.0 ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    a = positions.to(x.dtype)[:, None] * inv
+    a = torch.cat([a, a], -1)
+    x1, x2 = x.chunk(2, -1)
+    return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
+'''),
+    dict(exercise="apply_rope", mistake="computes the tables in float32 whatever the dtype of x", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv = base ** (-2 * torch.arange(d // 2, dtype=torch.float32) / d)
+    a = positions.float()[:, None] * inv
+    a = torch.cat([a, a], -1)
+    x1, x2 = x.chunk(2, -1)
+    return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
+'''),
+    dict(exercise="apply_rope", mistake="swaps cos and sin", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    a = positions.to(x.dtype)[:, None] * inv
+    a = torch.cat([a, a], -1)
+    x1, x2 = x.chunk(2, -1)
+    return x * a.sin() + torch.cat([-x2, x1], -1) * a.cos()
+'''),
+    # ------------------------------------------------------------ next_token_loss
+    dict(exercise="next_token_loss", mistake="no shift", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits, dim=-1)
+    keep = torch.ones_like(ids, dtype=torch.bool) if ignore_index is None else ids != ignore_index
+    nll = -logp.gather(-1, torch.where(keep, ids, 0)[..., None])[..., 0]
+    return (nll * keep).sum() / keep.sum()
+'''),
+    dict(exercise="next_token_loss", mistake="shifts the wrong way", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits[:, 1:], dim=-1)
+    t = ids[:, :-1]
+    keep = torch.ones_like(t, dtype=torch.bool) if ignore_index is None else t != ignore_index
+    nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
+    return (nll * keep).sum() / keep.sum()
+'''),
+    dict(exercise="next_token_loss", mistake="divides by all targets, ignored ones included", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    t = ids[:, 1:]
+    keep = torch.ones_like(t, dtype=torch.bool) if ignore_index is None else t != ignore_index
+    nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
+    return (nll * keep).sum() / t.numel()
+'''),
+    dict(exercise="next_token_loss", mistake="ignores ignore_index (and clamps invalid ids to 0)", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    t = ids[:, 1:].clamp(min=0)
+    return -logp.gather(-1, t[..., None]).mean()
+'''),
+    dict(exercise="next_token_loss", mistake="log-softmax over the sequence axis", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits[:, :-1], dim=1)
+    t = ids[:, 1:]
+    keep = torch.ones_like(t, dtype=torch.bool) if ignore_index is None else t != ignore_index
+    nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
+    return (nll * keep).sum() / keep.sum()
+'''),
+    dict(exercise="next_token_loss", mistake="calls F.cross_entropy", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    import torch.nn.functional as F
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(),
+                           ignore_index=-100 if ignore_index is None else ignore_index)
+'''),
+    dict(exercise="next_token_loss", mistake="sums instead of averaging", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    t = ids[:, 1:]
+    keep = torch.ones_like(t, dtype=torch.bool) if ignore_index is None else t != ignore_index
+    nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
+    return (nll * keep).sum()
+'''),
+    dict(exercise="next_token_loss", mistake="casts the loss to float32", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    t = ids[:, 1:]
+    keep = torch.ones_like(t, dtype=torch.bool) if ignore_index is None else t != ignore_index
+    nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
+    return (nll * keep).sum() / keep.sum()
+'''),
+    dict(exercise="next_token_loss", mistake="mean over the batch of per-sequence means", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    t = ids[:, 1:]
+    keep = torch.ones_like(t, dtype=torch.bool) if ignore_index is None else t != ignore_index
+    nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
+    return ((nll * keep).sum(1) / keep.sum(1).clamp(min=1)).mean()
+'''),
+    # ------------------------------------------------------------ sample_next_token
+    dict(exercise="sample_next_token", mistake="multiplies by the temperature", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    logits = logits * temperature
+    if top_k is not None:
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
+'''),
+    dict(exercise="sample_next_token", mistake="forgets the temperature", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    if top_k is not None:
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
+'''),
+    dict(exercise="sample_next_token", mistake="top-k keeps one too many (index k instead of k-1)", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = logits.sort(dim=-1, descending=True).values[:, top_k:top_k + 1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
+'''),
+    dict(exercise="sample_next_token", mistake="ignores top_k", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator)
+'''),
+    dict(exercise="sample_next_token", mistake="returns the argmax", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    return logits.argmax(dim=-1, keepdim=True)
+'''),
+    dict(exercise="sample_next_token", mistake="uses the global RNG, not the generator", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    logits = logits / temperature
+    if top_k is not None:
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits, -1), 1)
+'''),
+    dict(exercise="sample_next_token", mistake="masks with zeros instead of -inf", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    logits = logits / temperature
+    if top_k is not None:
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, 0.0)
+    return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
+'''),
+    dict(exercise="sample_next_token", mistake="returns a (batch,) vector", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    logits = logits / temperature
+    if top_k is not None:
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
+'''),
+]
