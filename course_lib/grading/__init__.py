@@ -136,7 +136,8 @@ class _ForbidTorch(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this exercise", reference: bool = True):
+def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this exercise", reference: bool = True,
+                 allowed: Iterable[Any] = ()):
     """Fail with :class:`ForbiddenCall` if the code inside calls a forbidden routine.
 
     Args:
@@ -145,11 +146,26 @@ def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this ex
         exercise: name used in the message.
         reference: also forbid any code defined in :mod:`course_lib` (other
             than this file, the guard itself), however it was imported or aliased.
+        allowed: course_lib building blocks the exercise hands to the learner
+            (functions, classes or module instances): calling them, and
+            whatever they call in turn, is not a violation. An exercise that
+            assembles a ViT from course_lib blocks passes the block class here.
     """
     violations: list[str] = []
     previous = sys.getprofile()
+    allowed_codes = _code_objects(allowed)
+    inside_allowed: list[Any] = []  # frames of allowed code now running
 
     def profiler(frame, event, arg):  # pragma: no cover - runs under the profiler
+        if inside_allowed:
+            if event == "return" and frame is inside_allowed[-1]:
+                inside_allowed.pop()
+            elif event == "call" and frame.f_code in allowed_codes:
+                inside_allowed.append(frame)
+            return
+        if event == "call" and frame.f_code in allowed_codes:
+            inside_allowed.append(frame)
+            return
         if event == "call":
             filename = frame.f_code.co_filename
             if filename.startswith(_COURSE_LIB_DIR) and os.path.abspath(filename) != _THIS_FILE:
@@ -170,6 +186,32 @@ def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this ex
             sys.setprofile(previous)
     if violations:  # the profiler's exception may have been swallowed by the learner's code
         raise ForbiddenCall(f"{exercise}: your code calls the reference {violations[0]}. Write the computation yourself.")
+
+
+def _code_objects(allowed: Iterable[Any]) -> set:
+    """The code objects of functions, of every method of classes (and their course_lib bases), of modules' classes."""
+    codes = set()
+    for item in allowed:
+        if isinstance(item, torch.nn.Module):
+            item = type(item)
+        if isinstance(item, type):
+            for klass in item.__mro__:
+                if not klass.__module__.startswith("course_lib"):  # nn.Module.__call__ would let anything through
+                    continue
+                for member in vars(klass).values():
+                    member = getattr(member, "__func__", member)  # staticmethod, classmethod
+                    if isinstance(member, property):
+                        member = member.fget
+                    code = getattr(member, "__code__", None)
+                    if code is not None:
+                        codes.add(code)
+        else:
+            item = getattr(item, "__func__", item)
+            code = getattr(item, "__code__", None)
+            if code is None:
+                raise TypeError(f"allowed: {item!r} is not a Python function, class or module")
+            codes.add(code)
+    return codes
 
 
 # --------------------------------------------------------------------------
@@ -287,13 +329,15 @@ def check_function(
     diagnoses: Sequence[Mistake] = (),
     forbidden: Iterable[Callable] = (),
     check_grad: bool = False,
+    allowed: Iterable[Any] = (),
 ) -> None:
     """Compare ``learner`` with ``reference`` on every case; raise :class:`ExerciseFailure` on the first mismatch.
 
     Checks, per case: no forbidden call, a tensor result of the right shape and
     dtype, values within the derived tolerance, inputs not modified in place,
     and (with ``check_grad``) the gradients with respect to every floating
-    input.
+    input. ``allowed`` names course_lib building blocks the learner is handed
+    and may call (see :func:`forbid_calls`).
 
     Returns None on purpose: nbgrader reads a number left as the value of a
     test cell as partial credit.
@@ -309,7 +353,7 @@ def check_function(
         if check_grad:
             mine = mine.map_tensors(lambda t: t.requires_grad_(True) if t.is_floating_point() else t)
         try:
-            with forbid_calls(forbidden, exercise=name):
+            with forbid_calls(forbidden, exercise=name, allowed=allowed):
                 out = learner(*mine.args, **mine.kwargs)
         except ExerciseFailure:
             raise
