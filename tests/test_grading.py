@@ -216,3 +216,89 @@ def test_a_list_input_changed_in_place_is_caught():
 
     with pytest.raises(G.ExerciseFailure, match="in place"):
         G.check_function(in_place, drop_zeros, [G.Case(([1, 0, 2],), label="x")])
+
+
+# ---------------------------------------------------------------- learners who try to blind the guard
+def test_switching_off_the_profiler_is_caught():
+    def cheat(q, k):
+        sys.setprofile(None)
+        return ref.attention_scores(q, k)
+
+    with pytest.raises(G.ForbiddenCall, match="sys.setprofile"):
+        G.check_function(cheat, ref.attention_scores, C.score_cases(n=1))
+
+
+def test_switching_off_the_profiler_and_putting_it_back_is_caught():
+    def cheat(q, k):
+        mine = sys.getprofile()
+        sys.setprofile(None)
+        out = ref.attention_scores(q, k)
+        sys.setprofile(mine)
+        return out
+
+    with pytest.raises(G.ForbiddenCall, match="sys.setprofile"):
+        G.check_function(cheat, ref.attention_scores, C.score_cases(n=1))
+
+
+def test_a_fused_routine_under_disable_torch_function_is_caught():
+    def cheat(q, k, v, mask=None):
+        with torch._C.DisableTorchFunction():
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    with pytest.raises(G.ForbiddenCall, match="scaled_dot_product_attention"):
+        G.check_function(cheat, ref.scaled_dot_product_attention, C.attention_cases(n=1), forbidden=G.FUSED_ATTENTION)
+
+
+def test_a_tensor_method_under_disable_torch_function_subclass_is_caught():
+    def cheat(scores, mask=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            return scores.masked_fill(~mask, float("-inf")).softmax(-1) if mask is not None else scores.softmax(-1)
+
+    with pytest.raises(G.ForbiddenCall, match="softmax"):
+        G.check_function(cheat, ref.masked_softmax, C.softmax_cases(n=1), forbidden=G.SOFTMAX)
+
+
+def test_a_python_level_forbidden_function_is_caught_even_without_torch_function():
+    def cheat(x, weight, bias, eps=1e-5):
+        with torch._C.DisableTorchFunction():
+            return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+    from course_lib import norms
+    x, w, b = torch.randn(2, 3, 8), torch.rand(8) + 0.5, torch.randn(8)
+    with pytest.raises(G.ForbiddenCall, match="layer_norm"):
+        G.check_function(cheat, lambda x, weight, bias, eps=1e-5: norms.layer_norm(x, weight, bias, eps),
+                         [G.Case((x, w, b))], forbidden=G.LAYER_NORM)
+
+
+def test_the_reference_in_a_thread_is_caught():
+    import threading
+
+    def cheat(q, k):
+        box = []
+        t = threading.Thread(target=lambda: box.append(ref.attention_scores(q, k)))
+        t.start()
+        t.join()
+        return box[0]
+
+    with pytest.raises(G.ForbiddenCall, match="thread"):
+        G.check_function(cheat, ref.attention_scores, C.score_cases(n=1))
+
+
+@pytest.mark.parametrize("target", ["torch.allclose", "torch.equal", "course_lib.grading._close", "numpy.allclose",
+                                    "torch.testing.assert_close", "builtins.abs"])
+def test_patching_the_checks_while_being_checked_is_caught(target):
+    import importlib
+
+    modname, _, attr = target.rpartition(".")
+    module = importlib.import_module(modname)
+    original = getattr(module, attr)
+
+    def cheat(q, k):
+        setattr(module, attr, lambda *a, **kw: True)
+        return torch.zeros(q.shape[:-1] + (k.shape[-2],), dtype=q.dtype)
+
+    try:
+        with pytest.raises(G.ForbiddenCall, match="replaced " + target.replace(".", r"\.")):
+            G.check_function(cheat, ref.attention_scores, C.score_cases(n=1))
+    finally:
+        setattr(module, attr, original)

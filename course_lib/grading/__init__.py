@@ -135,10 +135,61 @@ class _ForbidTorch(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+#: builtins a learner's function may not call while it is checked: they would blind the guard
+#: (a profiler or tracer of their own, or a thread the profiler does not see).
+_GUARD_BREAKERS: tuple[Callable, ...] = tuple(
+    f for f in (
+        sys.setprofile, sys.settrace, getattr(sys, "_setprofileallthreads", None), getattr(sys, "_settraceallthreads", None),
+        getattr(sys, "monitoring", None) and sys.monitoring.use_tool_id,
+        getattr(sys, "monitoring", None) and sys.monitoring.register_callback,
+        __import__("_thread").start_new_thread, getattr(__import__("_thread"), "start_joinable_thread", None),
+    ) if f is not None
+)
+
+#: modules whose functions a learner might replace to make a check pass (``torch.allclose = lambda *a: True``).
+_WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.testing", "torch.linalg", "torch.special", "numpy",
+                    "numpy.testing", "math", "builtins", "sys", "operator", "functools", "copy")
+
+
+def _watched_namespaces() -> list[tuple[str, dict]]:
+    spaces = [(name, vars(sys.modules[name])) for name in _WATCHED_MODULES if name in sys.modules]
+    spaces.append(("torch.Tensor", vars(torch.Tensor)))
+    spaces.append(("torch.nn.Module", vars(torch.nn.Module)))
+    spaces += [(name, vars(mod)) for name, mod in list(sys.modules.items())
+               if name.startswith("course_lib") and mod is not None]
+    return spaces
+
+
+def _snapshot() -> list[tuple[str, dict, dict]]:
+    return [(name, ns, dict(ns)) for name, ns in _watched_namespaces()]
+
+
+def _replaced(snapshot) -> str | None:
+    """The first watched name rebound or deleted since ``snapshot``, or None."""
+    for name, ns, before in snapshot:
+        if len(ns) == len(before) and all(ns.get(k, _MISSING) is v for k, v in before.items()):
+            continue
+        for k, v in before.items():
+            if ns.get(k, _MISSING) is not v and not (k.startswith("__") and k.endswith("__")):
+                return f"{name}.{k}"
+    return None
+
+
+_MISSING = object()
+
+
 @contextlib.contextmanager
 def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this exercise", reference: bool = True,
                  allowed: Iterable[Any] = ()):
     """Fail with :class:`ForbiddenCall` if the code inside calls a forbidden routine.
+
+    Two guards watch the code, so switching one off does not help: a
+    TorchFunctionMode, and a profiler that sees every Python call (into
+    :mod:`course_lib`, or into a forbidden Python function) and every call of a
+    builtin (a forbidden torch routine however reached, even under
+    ``torch._C.DisableTorchFunction``; ``sys.setprofile``; starting a thread).
+    The code may not replace functions of torch, numpy, math, builtins or
+    course_lib either (``torch.allclose = lambda *a, **k: True``).
 
     Args:
         forbidden: torch functions or methods (matched by identity, so an alias
@@ -151,10 +202,20 @@ def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this ex
             whatever they call in turn, is not a violation. An exercise that
             assembles a ViT from course_lib blocks passes the block class here.
     """
+    forbidden = tuple(forbidden)
     violations: list[str] = []
     previous = sys.getprofile()
     allowed_codes = _code_objects(allowed)
     inside_allowed: list[Any] = []  # frames of allowed code now running
+    forbidden_codes = {f.__code__: f for f in forbidden if hasattr(f, "__code__")}
+    forbidden_builtins = {id(f): f for f in forbidden if not hasattr(f, "__code__")}
+    forbidden_methods = {getattr(f, "__name__", None) for f in forbidden
+                         if getattr(f, "__objclass__", None) is not None}  # Tensor.softmax and co., bound at call time
+    breakers = {id(f): f for f in _GUARD_BREAKERS}
+
+    def fail(message: str):
+        violations.append(message)
+        raise ForbiddenCall(message)
 
     def profiler(frame, event, arg):  # pragma: no cover - runs under the profiler
         if inside_allowed:
@@ -163,29 +224,48 @@ def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this ex
             elif event == "call" and frame.f_code in allowed_codes:
                 inside_allowed.append(frame)
             return
-        if event == "call" and frame.f_code in allowed_codes:
-            inside_allowed.append(frame)
-            return
         if event == "call":
-            filename = frame.f_code.co_filename
+            code = frame.f_code
+            if code in allowed_codes:
+                inside_allowed.append(frame)
+                return
+            if code in forbidden_codes:
+                fail(f"{exercise}: your code calls {_name_of(forbidden_codes[code])}, which does the exercise "
+                     "for you. Compute it yourself from basic tensor operations.")
+            filename = code.co_filename
             if filename.startswith(_COURSE_LIB_DIR) and os.path.abspath(filename) != _THIS_FILE:
                 module = os.path.relpath(os.path.splitext(filename)[0], _COURSE_LIB_DIR).replace(os.sep, ".")
-                violations.append(f"course_lib.{module}.{frame.f_code.co_name}")
-                raise ForbiddenCall(
-                    f"{exercise}: your code calls the reference course_lib.{module}."
-                    f"{frame.f_code.co_name}. Write the computation yourself."
-                )
+                fail(f"{exercise}: your code calls the reference course_lib.{module}.{code.co_name}. "
+                     "Write the computation yourself.")
+        elif event == "c_call" and frame.f_code.co_filename != __file__:  # the guard's own calls are fine
+            if id(arg) in breakers:
+                fail(f"{exercise}: your code calls {_name_of(arg)} while it is being checked; "
+                     "exercises may not change the profiler or tracer, or start threads.")
+            if id(arg) in forbidden_builtins or (
+                    forbidden_methods and getattr(arg, "__name__", None) in forbidden_methods
+                    and isinstance(getattr(arg, "__self__", None), Tensor)):
+                fail(f"{exercise}: your code calls {_name_of(forbidden_builtins.get(id(arg), arg))}, which does the "
+                     "exercise for you. Compute it yourself from basic tensor operations.")
 
-    if reference:
+    before = _snapshot()
+    if reference or forbidden:
         sys.setprofile(profiler)
     try:
         with _ForbidTorch(forbidden, exercise):
             yield
     finally:
-        if reference:
+        still_mine = sys.getprofile() is profiler
+        if reference or forbidden:
             sys.setprofile(previous)
     if violations:  # the profiler's exception may have been swallowed by the learner's code
-        raise ForbiddenCall(f"{exercise}: your code calls the reference {violations[0]}. Write the computation yourself.")
+        raise ForbiddenCall(violations[0])
+    if (reference or forbidden) and not still_mine:
+        raise ForbiddenCall(f"{exercise}: your code replaced the profiler the checks use; exercises may not call "
+                            "sys.setprofile or sys.settrace.")
+    changed = _replaced(before)
+    if changed:
+        raise ForbiddenCall(f"{exercise}: your code replaced {changed} while it was being checked; "
+                            "exercises may not patch torch, numpy or the course's modules.")
 
 
 def _code_objects(allowed: Iterable[Any]) -> set:
