@@ -3,7 +3,9 @@
 #   make test       run the whole test suite
 #   make lab        JupyterLab on the course, with the nbgrader extension
 #   make exercises  regenerate exercises/ from solutions/
-#   make grade      autograde every submission under submitted/, write grades.csv
+#   make grade      autograde every submission under submitted/ (or SUBMISSIONS=export.zip), write grades.csv
+#   make feedback   HTML feedback for every graded submission, hidden tests not shown
+#   make mutants    mutation-test the assignments' hidden tests (minutes; MUTANTS_ARGS="--assignment 02-attention")
 
 PYTHON ?= python3
 VENV   := .venv
@@ -19,12 +21,12 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all setup book test lab exercises grade feedback constraints clean help
+.PHONY: all setup book test lab exercises grade feedback constraints clean help mutants
 
 all: help
 
 help:
-	@sed -n '2,7p' Makefile | sed 's/^# //'
+	@sed -n '2,/^$$/p' Makefile | sed -e '/^$$/d' -e 's/^# //'
 
 setup: $(STAMP)
 
@@ -53,8 +55,18 @@ exercises: $(STAMP)
 	done
 	@echo "exercises/ regenerated from solutions/: $(ASSIGNMENTS)"
 
+SUBMISSIONS ?=
+JOBS ?=
 grade: $(STAMP)
-	$(BIN)/python -m tools.grade
+	$(BIN)/python -m tools.grade $(if $(SUBMISSIONS),--zip "$(SUBMISSIONS)") $(if $(JOBS),--jobs $(JOBS))
+
+feedback: $(STAMP)
+	$(BIN)/python -m tools.feedback
+
+# Mutation testing of the assignments' hidden tests (slow, so not part of `make test`): tools/mutants.py.
+MUTANTS_ARGS ?=
+mutants: $(STAMP)
+	$(BIN)/python -m tools.mutants $(MUTANTS_ARGS)
 
 constraints: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^torch==' > constraints.txt.new

@@ -7,6 +7,7 @@ instructor's checkout and are git-ignored.
 """
 
 import os
+import re
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
@@ -18,7 +19,41 @@ c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
-c.CourseDirectory.db_url = "sqlite:///gradebook.db"
+
+# The gradebook: nbgrader's SQLite file gradebook.db in the course root, unless
+# the environment variable GRADEBOOK_URL names another one:
+#   sqlite:///<path>                          another SQLite file (a relative path is
+#                                             taken from the course root)
+#   postgresql://user:password@host:port/db   a PostgreSQL server, which several
+#                                             graders on several machines can share
+# Anything else is refused with a SystemExit: nbgrader only logs an exception
+# raised in a config file and carries on with its defaults, and a misspelt URL
+# must never send grades to a gradebook nobody reads.
+def _gradebook_url(course_root, value):
+    value = (value or "").strip()
+    if not value:
+        return "sqlite:///" + os.path.join(course_root, "gradebook.db")
+    scheme, sep, rest = value.partition("://")
+    shown = re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", value)  # error messages never show a password
+    if not sep or scheme not in ("sqlite", "postgresql"):
+        raise SystemExit(
+            f"nbgrader_config.py: GRADEBOOK_URL={shown!r} is not a gradebook URL the course accepts: "
+            "it must start with sqlite:/// (a file, e.g. sqlite:////srv/course/gradebook.db) or "
+            "postgresql:// (a server, e.g. postgresql://grader:secret@db.example.org:5432/gradebook)"
+        )
+    if scheme == "sqlite":
+        path = rest[1:] if rest.startswith("/") else ""
+        if not path or path == ":memory:":
+            raise SystemExit(
+                f"nbgrader_config.py: GRADEBOOK_URL={shown!r} names no file: a SQLite gradebook URL must be "
+                "sqlite:///<path relative to the course root> or sqlite:////<absolute path>"
+            )
+        return "sqlite:///" + os.path.join(course_root, path)
+    return value
+
+
+c.CourseDirectory.db_url = _gradebook_url(c.CourseDirectory.root, os.environ.get("GRADEBOOK_URL"))
+
 # Only notebooks and the data files they read travel with an assignment.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
 
@@ -35,3 +70,33 @@ c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
 c.Execute.raise_on_iopub_timeout = False
 c.Execute.execute_retries = 0
+
+# Autograding runs in a fenced kernel (course_lib.grading.sandbox): a memory
+# limit, no writes outside the submission's folder, no reads of this course's
+# private files (solutions/, the gradebook, other students' work), and a check
+# before each test cell that the functions the checks use were not replaced.
+# A deleted test cell is put back as a failing cell (zero points, named in
+# `make grade`'s report); a cell that kills its kernel scores zero and grading
+# goes on in a fresh kernel.
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
+)
+
+from course_lib.grading.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    RestoreDeletedTests, GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+]
+c.GuardedExecute.course_root = c.CourseDirectory.root
+c.GuardedExecute.memory_mb = int(os.environ.get("GRADER_MEMORY_MB", "4096"))
+c.GuardedExecute.timeout = 60
+c.GuardedExecute.interrupt_on_timeout = True
+c.GuardedExecute.raise_on_iopub_timeout = False
+c.GuardedExecute.execute_retries = 0
+# Feedback shows each test's visible part and the diagnosis, never the hidden tests' code.
+from nbgrader.preprocessors import GetGrades  # noqa: E402
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]

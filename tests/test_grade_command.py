@@ -55,3 +55,60 @@ def test_a_binary_file_is_explained(tmp_path):
     path = tmp_path / "a.ipynb"
     path.write_bytes(b"\xff\xfe\x00garbage")
     assert "not UTF-8" in grade.check_notebook(path)
+
+
+# ---------------------------------------------------------------- a learning-management system's zip export
+def _zip(path, files: dict[str, bytes]):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return path
+
+
+def test_a_zip_export_lands_one_folder_per_student(course, tmp_path):
+    good = (ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes()
+    archive = _zip(tmp_path / "export.zip", {
+        "export/alice/attention.ipynb": good,
+        "export/bob/02-attention/attention.ipynb": good,
+        "export/carol/Attention (1).ipynb": good,
+        "export/dave/attention.ipynb": b"{ broken",
+        "export/__MACOSX/._junk": b"",
+    })
+    problems = grade.import_zip(course, archive, ["02-attention", "04-normalization"])
+    assert (course / "submitted" / "alice" / "02-attention" / "attention.ipynb").read_bytes() == good
+    assert (course / "submitted" / "bob" / "02-attention" / "attention.ipynb").read_bytes() == good
+    assert not (course / "submitted" / "carol").exists() and not (course / "submitted" / "dave").exists()
+    reasons = {p.student: p.reason for p in problems}
+    assert set(reasons) == {"carol", "dave"}
+    assert "wrong file name 'Attention (1).ipynb'" in reasons["carol"] and "attention.ipynb" in reasons["carol"]
+    assert "not valid JSON" in reasons["dave"]
+
+
+def test_a_broken_resubmission_in_a_zip_never_overwrites_the_good_one(course, tmp_path):
+    good = (ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes()
+    grade.import_zip(course, _zip(tmp_path / "a.zip", {"alice/attention.ipynb": good}), ["02-attention"])
+    problems = grade.import_zip(course, _zip(tmp_path / "b.zip", {"alice/attention.ipynb": b"{"}), ["02-attention"])
+    assert (course / "submitted" / "alice" / "02-attention" / "attention.ipynb").read_bytes() == good
+    assert len(problems) == 1 and "earlier submission was kept" in problems[0].reason
+
+
+def test_unsafe_paths_in_a_zip_are_left_out(course, tmp_path):
+    good = (ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes()
+    problems = grade.import_zip(course, _zip(tmp_path / "evil.zip", {"../../attention.ipynb": good}), ["02-attention"])
+    assert problems and "unsafe path" in problems[0].reason
+    assert not (tmp_path.parent / "attention.ipynb").exists()
+
+
+def test_a_missing_zip_is_a_usage_error(course, capsys):
+    assert grade.main(["--root", str(course), "--zip", str(course / "nope.zip")]) == 2
+    assert "nope.zip does not exist" in capsys.readouterr().err
+
+
+def test_a_submission_with_a_wrong_file_name_is_named(course):
+    folder = course / "submitted" / "erin" / "02-attention"
+    folder.mkdir(parents=True)
+    (folder / "my attempt.ipynb").write_bytes((ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes())
+    (problem,) = grade.check_submission(course, "erin", "02-attention", sorted(folder.glob("*.ipynb")))
+    assert "wrong file name 'my attempt.ipynb'" in problem.reason and "attention.ipynb" in problem.reason

@@ -302,3 +302,49 @@ def test_patching_the_checks_while_being_checked_is_caught(target):
             G.check_function(cheat, ref.attention_scores, C.score_cases(n=1))
     finally:
         setattr(module, attr, original)
+
+
+# ---------------------------------------------------------------- exercises that assemble given modules
+def _block_case():
+    from course_lib.grading import modern as M
+
+    return [c for c in M.pre_ln_cases(seed=0) if isinstance(c.args[1], torch.nn.Module)][:2]
+
+
+def _fail_message(fn) -> str:
+    from course_lib.grading import modern as M
+
+    with pytest.raises(G.ExerciseFailure) as info:
+        G.check_function(fn, M.reference_pre_ln_block, _block_case())
+    return str(info.value)
+
+
+def test_the_first_module_fed_a_wrong_input_is_named():
+    def no_attention_residual(x, attn, mlp, norm1, norm2):
+        h = attn(norm1(x))
+        return h + mlp(norm2(h))
+
+    assert "the input to `norm2`" in _fail_message(no_attention_residual)
+
+
+def test_steps_in_the_wrong_order_are_named():
+    def post_ln(x, attn, mlp, norm1, norm2):
+        h = norm1(x + attn(x))
+        return norm2(h + mlp(h))
+
+    assert "is `attn` in your code but `norm1` in the reference" in _fail_message(post_ln)
+
+
+def test_a_skipped_module_is_named():
+    def no_mlp(x, attn, mlp, norm1, norm2):
+        return x + attn(norm1(x))
+
+    assert "never calls it" in _fail_message(no_mlp) and "norm2" in _fail_message(no_mlp)
+
+
+def test_a_mistake_after_the_last_module_says_so():
+    def no_final_residual(x, attn, mlp, norm1, norm2):
+        h = x + attn(norm1(x))
+        return mlp(norm2(h))
+
+    assert "difference comes after the last call (`mlp`)" in _fail_message(no_final_residual)

@@ -1,6 +1,14 @@
 """`make grade`: autograde every submission under submitted/ and write grades.csv.
 
-    python -m tools.grade [--root DIR] [--assignment ID ...] [--timeout SECONDS]
+    python -m tools.grade [--root DIR] [--assignment ID ...] [--timeout SECONDS] [--zip FILE] [--jobs N]
+
+With ``--zip`` (``make grade SUBMISSIONS=export.zip``), a learning-management
+system's export is unpacked into ``submitted/`` first: one folder per student
+(``<student>/<notebook>.ipynb`` or ``<student>/<assignment>/<notebook>.ipynb``,
+under any common top folder). Each notebook goes to the assignment whose
+notebook has its name; a file that matches none, a broken notebook or an
+unsafe path is named and left out, and an earlier good submission is never
+overwritten by a broken one.
 
 For each assignment that has submissions (``submitted/<student>/<assignment>/``):
 
@@ -11,11 +19,14 @@ For each assignment that has submissions (``submitted/<student>/<assignment>/``)
    that is not a valid notebook (broken JSON, say) is reported with the
    student's id and the file, and that student's submission is left alone:
    the file stays where it is and any earlier grade stays in the gradebook;
-3. all other students are autograded in one ``nbgrader autograde`` run. A
-   cell that runs past the per-cell timeout is interrupted and scores zero;
-   the rest of the notebook is still graded;
+3. all other students are autograded, ``--jobs`` at a time, each by its own
+   ``nbgrader autograde`` in the fenced kernel of
+   :mod:`course_lib.grading.autograde`. A cell that runs past the per-cell
+   timeout is interrupted and scores zero; a cell that kills the kernel scores
+   zero and grading goes on; a deleted test cell scores zero and is named;
 4. ``grades.csv`` lists every student and assignment with the score from
-   the gradebook and a status column.
+   the gradebook, a status and a message column, and a table of every
+   student's points per exercise is printed.
 
 The exit status is 0 when every submission was graded, 1 when some could
 not be (they are listed), and 2 on a usage error.
@@ -28,13 +39,20 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import nbformat
+
+from tools.gradebook import gradebook_url
+
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 
 
 @dataclass
@@ -98,6 +116,81 @@ def find_submissions(root: Path, assignment: str) -> dict[str, list[Path]]:
     return found
 
 
+def expected_notebooks(root: Path, assignment: str) -> list[str]:
+    return sorted(p.name for p in (root / "solutions" / assignment).glob("*.ipynb"))
+
+
+def check_submission(root: Path, student: str, assignment: str, notebooks: list[Path]) -> list[Problem]:
+    """Why a student's submission of one assignment cannot be graded (empty if it can)."""
+    folder = (root / "submitted" / student / assignment).relative_to(root)
+    expected = expected_notebooks(root, assignment)
+    if not STUDENT_ID.match(student):
+        return [Problem(student, assignment, folder, "the student id must be letters, digits, '_', '.', '@' or '-' "
+                        "(nbgrader cannot grade this folder name)")]
+    if not notebooks:
+        return [Problem(student, assignment, folder, f"no notebook in the submission (expected {', '.join(expected)})")]
+    problems = []
+    for nb in notebooks:
+        if nb.name not in expected:
+            problems.append(Problem(student, assignment, nb.relative_to(root),
+                                    f"wrong file name {nb.name!r}: the assignment's notebook is {', '.join(expected)}"))
+        elif why := check_notebook(nb):
+            problems.append(Problem(student, assignment, nb.relative_to(root), why))
+    names = {nb.name for nb in notebooks}
+    missing = [e for e in expected if e not in names]
+    if missing and not problems:
+        problems.append(Problem(student, assignment, folder, f"missing notebook(s): {', '.join(missing)}"))
+    return problems
+
+
+def import_zip(root: Path, archive: Path, assignments: list[str]) -> list[Problem]:
+    """Unpack an LMS export into submitted/<student>/<assignment>/; returns what was left out."""
+    owner = {name: a for a in assignments for name in expected_notebooks(root, a)}
+    problems: list[Problem] = []
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise SystemExit(f"make grade: SUBMISSIONS={archive} is not a readable zip file ({exc})") from None
+    with zf:
+        entries = [i for i in zf.infolist() if not i.is_dir() and "__MACOSX" not in i.filename
+                   and not PurePosixPath(i.filename).name.startswith(".")]
+        parts = [PurePosixPath(i.filename).parts for i in entries]
+        top = parts[0][0] if parts and all(len(p) > 2 and p[0] == parts[0][0] for p in parts) else None
+        for info, p in zip(entries, parts):
+            if PurePosixPath(info.filename).is_absolute() or ".." in p:
+                problems.append(Problem("?", "?", Path(info.filename), "unsafe path in the zip file: left out"))
+                continue
+            p = p[1:] if top else p
+            if len(p) < 2:
+                problems.append(Problem("?", "?", Path(info.filename), "not inside a student's folder: left out"))
+                continue
+            student, name = p[0], p[-1]
+            assignment = owner.get(name)
+            if assignment is None or (len(p) > 2 and p[-2] in assignments and p[-2] != assignment):
+                problems.append(Problem(student, p[-2] if len(p) > 2 else "?", Path(info.filename),
+                                        f"wrong file name {name!r}: no assignment has a notebook of that name "
+                                        f"(known: {', '.join(sorted(owner))})"))
+                continue
+            if not STUDENT_ID.match(student):
+                problems.append(Problem(student, assignment, Path(info.filename),
+                                        "the student folder must be named with letters, digits, '_', '.', '@' or '-'"))
+                continue
+            target = root / "submitted" / student / assignment / name
+            data = zf.read(info)
+            with tempfile.TemporaryDirectory() as scratch:
+                probe = Path(scratch) / name
+                probe.write_bytes(data)
+                why = check_notebook(probe)
+            if why:
+                kept = "; the earlier submission was kept" if target.exists() else ""
+                problems.append(Problem(student, assignment, Path(info.filename), why + kept))
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists() or target.read_bytes() != data:
+                target.write_bytes(data)
+    return problems
+
+
 def sync_gradebook(root: Path, assignment: str) -> None:
     """Record the assignment's notebooks, cells and points in the gradebook."""
     with tempfile.TemporaryDirectory(prefix="release-") as scratch:
@@ -110,21 +203,67 @@ def sync_gradebook(root: Path, assignment: str) -> None:
         raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{res.stdout}{res.stderr}")
 
 
-def autograde(root: Path, assignment: str, exclude: list[str], timeout: int | None) -> subprocess.CompletedProcess:
-    args = ["autograde", assignment, "--log-level=INFO"]
-    if exclude:
-        args.append(f"--CourseDirectory.student_id_exclude={','.join(exclude)}")
-    return subprocess.run(
-        nbgrader_command(*args, root=root, timeout=timeout), cwd=root, env=_env(), capture_output=True, text=True
-    )
+def autograde(root: Path, assignment: str, students: list[str], everyone: list[str],
+              timeout: int | None) -> subprocess.CompletedProcess:
+    """Autograde some students' submissions in one nbgrader run (``--force``: a resubmission replaces the
+    earlier autograded copy); the rest of the class is excluded from this run."""
+    args = ["autograde", assignment, "--force", "--log-level=INFO"]
+    others = sorted(set(everyone) - set(students))
+    if others:
+        args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
+    cmd = nbgrader_command(*args, root=root, timeout=timeout)
+    if timeout is not None:
+        cmd.append(f"--GuardedExecute.timeout={timeout}")
+    res = subprocess.run(cmd, cwd=root, env=_env(), capture_output=True, text=True)
+    if res.returncode != 0 and "database is locked" in res.stdout + res.stderr:  # SQLite and a parallel grader
+        res = subprocess.run(cmd, cwd=root, env=_env(), capture_output=True, text=True)
+    return res
 
 
-def write_csv(root: Path, out: Path, assignments: list[str], problems: list[Problem]) -> list[dict]:
+def failed_students(res: subprocess.CompletedProcess, assignment: str, students: list[str]) -> list[str]:
+    if res.returncode == 0:
+        return []
+    named = set(re.findall(rf"error processing assignment '{re.escape(assignment)}' for student '([^']+)'",
+                           res.stdout + res.stderr))
+    return sorted(named) if named else list(students)
+
+
+def needs_grading(root: Path, assignment: str, student: str) -> bool:
+    """True unless the autograded copy is newer than every submitted notebook (re-running is then a no-op)."""
+    done = sorted((root / "autograded" / student / assignment).glob("*.ipynb"))
+    sent = sorted((root / "submitted" / student / assignment).glob("*.ipynb"))
+    if not done or {p.name for p in done} != {p.name for p in sent}:
+        return True
+    return max(p.stat().st_mtime for p in sent) > min(p.stat().st_mtime for p in done)
+
+
+def notes_on(root: Path, assignment: str, student: str) -> list[str]:
+    """What a grader should know about an autograded submission: deleted test cells, a dead kernel."""
+    from course_lib.grading.autograde import DELETED_MARK, KERNEL_DIED
+
+    notes = []
+    for path in sorted((root / "autograded" / student / assignment).glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            text = cell.source + "".join(str(o.get("ename", "")) for o in cell.get("outputs", []))
+            if DELETED_MARK in cell.source:
+                notes.append(f"test cell {gid} was deleted (scored zero)")
+            elif KERNEL_DIED in text:
+                notes.append(f"the kernel died in cell {gid or '(ungraded)'} (scored zero)")
+    return notes
+
+
+def write_csv(root: Path, out: Path, assignments: list[str], problems: list[Problem],
+              notes: dict[tuple[str, str], list[str]] | None = None) -> list[dict]:
     from nbgrader.api import Gradebook, MissingEntry
 
-    bad = {(p.student, p.assignment): p for p in problems}
+    bad: dict[tuple[str, str], list[Problem]] = {}
+    for p in problems:
+        bad.setdefault((p.student, p.assignment), []).append(p)
+    notes = notes or {}
     rows = []
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(gradebook_url(root)) as gb:
         students = sorted(s.id for s in gb.students)
         for assignment in assignments:
             try:
@@ -132,28 +271,50 @@ def write_csv(root: Path, out: Path, assignments: list[str], problems: list[Prob
             except MissingEntry:
                 continue
             for student in sorted(set(students) | {p.student for p in problems if p.assignment == assignment}):
+                per_cell = {}
                 try:
                     sub = gb.find_submission(assignment, student)
                     score, graded = sub.score, True
+                    for nb in sub.notebooks:
+                        per_cell.update({g.name: g.score for g in nb.grades})
                 except MissingEntry:
                     score, graded = 0.0, False
                 status = "graded" if graded else "no submission"
-                problem = bad.get((student, assignment))
-                if problem:
+                found = bad.get((student, assignment), [])
+                if found:
                     status = "not graded" + ("; earlier grade kept" if graded else "")
+                messages = [p.reason for p in found] + notes.get((student, assignment), [])
                 rows.append({
                     "student_id": student,
                     "assignment": assignment,
                     "score": f"{score:g}",
                     "max_score": f"{max_score:g}",
                     "status": status,
-                    "message": problem.reason if problem else "",
+                    "message": "; ".join(messages),
+                    "cells": per_cell,
                 })
     with out.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["student_id", "assignment", "score", "max_score", "status", "message"])
+        writer = csv.DictWriter(fh, fieldnames=["student_id", "assignment", "score", "max_score", "status", "message"],
+                                extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    """Per assignment: one line per student, one column per exercise (its test cell's points)."""
+    for assignment in sorted({r["assignment"] for r in rows}):
+        mine = [r for r in rows if r["assignment"] == assignment]
+        cells = sorted({c for r in mine for c in r["cells"]})
+        names = [c.removeprefix("test_") for c in cells]
+        width = max([len("student")] + [len(r["student_id"]) for r in mine])
+        print(f"\n{assignment}")
+        print(f"  {'student':<{width}}  " + "  ".join(f"{n:>{max(len(n), 5)}}" for n in names) + "   total  status")
+        for r in mine:
+            pts = [r["cells"].get(c) for c in cells]
+            shown = "  ".join(f"{('-' if p is None else f'{p:g}'):>{max(len(n), 5)}}" for p, n in zip(pts, names))
+            note = f"  ({r['message']})" if r["message"] else ""
+            print(f"  {r['student_id']:<{width}}  {shown}   {r['score']:>3}/{r['max_score']:<3} {r['status']}{note}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assignment", action="append", help="grade only this assignment (repeatable)")
     parser.add_argument("--timeout", type=int, default=None, help="seconds per cell (default: nbgrader_config.py)")
     parser.add_argument("--csv", type=Path, default=None, help="output file (default: ROOT/grades.csv)")
+    parser.add_argument("--zip", type=Path, default=None, help="a zip export of submissions, one folder per student")
+    parser.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count)")
     args = parser.parse_args(argv)
     root = args.root.resolve()
 
@@ -178,41 +341,64 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout is not None and args.timeout <= 0:
         print(f"make grade: --timeout must be a positive number of seconds, got {args.timeout}", file=sys.stderr)
         return 2
+    jobs = args.jobs if args.jobs is not None else max(1, min(4, os.cpu_count() or 1))
+    if jobs <= 0:
+        print(f"make grade: --jobs must be a positive number of submissions, got {jobs}", file=sys.stderr)
+        return 2
 
     problems: list[Problem] = []
+    if args.zip is not None:
+        if not args.zip.is_file():
+            print(f"make grade: SUBMISSIONS={args.zip} does not exist or is not a file", file=sys.stderr)
+            return 2
+        problems += import_zip(root, args.zip.resolve(), sources)
+
     graded: list[str] = []
+    notes: dict[tuple[str, str], list[str]] = {}
     for assignment in sources:
         submissions = find_submissions(root, assignment)
         if not submissions:
             continue
         graded.append(assignment)
         sync_gradebook(root, assignment)
-        exclude = []
+        todo = []
         for student, notebooks in submissions.items():
-            student_problems = [Problem(student, assignment, nb.relative_to(root), why) for nb in notebooks if (why := check_notebook(nb))]
-            if not notebooks:
-                student_problems.append(Problem(student, assignment, (root / "submitted" / student / assignment).relative_to(root), "no notebook in the submission"))
-            if student_problems:
-                exclude.append(student)
-                problems.extend(student_problems)
-        print(f"{assignment}: grading {len(submissions) - len(exclude)} of {len(submissions)} submission(s)")
-        res = autograde(root, assignment, exclude, args.timeout)
-        if res.returncode != 0:
-            # nbgrader goes on past a failing student and reports at the end.
-            failed = set(re.findall(rf"error processing assignment '{re.escape(assignment)}' for student '([^']+)'", res.stdout + res.stderr))
-            for student in sorted(failed):
-                problems.append(Problem(student, assignment, Path("submitted") / student / assignment, "nbgrader could not grade it (see its log above)"))
-            print(res.stdout + res.stderr, file=sys.stderr)
+            found = check_submission(root, student, assignment, notebooks)
+            problems.extend(found)
+            if not found:
+                todo.append(student)
+        fresh = [s for s in todo if needs_grading(root, assignment, s)]
+        print(f"{assignment}: {len(todo)} of {len(submissions)} submission(s) gradable, "
+              f"{len(fresh)} new or changed, graded {jobs} at a time")
 
-    if not graded:
+        # one nbgrader process per batch (its start-up is paid once), `jobs` batches at a time
+        batches = [fresh[i::jobs] for i in range(min(jobs, len(fresh)))]
+
+        def one(batch: list[str]):
+            return batch, autograde(root, assignment, batch, list(submissions), args.timeout)
+
+        with ThreadPoolExecutor(max_workers=max(1, len(batches))) as pool:
+            for batch, res in pool.map(one, batches):
+                for student in failed_students(res, assignment, batch):
+                    problems.append(Problem(student, assignment, Path("submitted") / student / assignment,
+                                            "nbgrader could not grade it (see its log above)"))
+                if res.returncode != 0:
+                    print(res.stdout + res.stderr, file=sys.stderr)
+        for student in todo:
+            found_notes = notes_on(root, assignment, student)
+            if found_notes:
+                notes[(student, assignment)] = found_notes
+
+    if not graded and not problems:
         print(f"make grade: no submissions under {root / 'submitted'} (expected submitted/<student>/<assignment>/*.ipynb "
               f"for an assignment in {sources}); nothing to grade")
         return 0
     out = args.csv or root / "grades.csv"
-    rows = write_csv(root, out, graded, problems)
-    print(f"wrote {out} ({len(rows)} rows)")
-    for row in rows:
-        print(f"  {row['student_id']:<20} {row['assignment']:<28} {row['score']:>6} / {row['max_score']:<6} {row['status']}")
+    rows = write_csv(root, out, graded, problems, notes) if graded else []
+    print_table(rows)
+    print(f"\nwrote {out} ({len(rows)} rows)")
+    for (student, assignment), found_notes in sorted(notes.items()):
+        print(f"  note: student '{student}', {assignment}: {'; '.join(found_notes)}")
     if problems:
         print(f"\n{len(problems)} submission(s) could not be graded:", file=sys.stderr)
         for p in problems:

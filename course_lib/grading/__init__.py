@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import math
 import numbers
 import os
@@ -466,6 +467,8 @@ def check_function(
             found = _match_mistake(out, pristine, diagnoses, ref64)
             if torch.isnan(out).any() and not torch.isnan(ref64).any() and not found:
                 found = " Your result contains NaN where the reference has none."
+            if not found:
+                found = _first_divergence(learner, reference, pristine, forbidden, allowed)
             raise ExerciseFailure(f"{name} gives wrong values ({label}): {_describe_diff(out, ref64)}.{found}")
         for before, after in zip(_tensors(pristine), _tensors(mine)):
             if before.shape != after.shape or not torch.equal(before, after.detach()):
@@ -555,6 +558,89 @@ def _check_gradients(name: str, out: Tensor, mine: Case, reference: Callable, ca
                 f"({label}, {_describe_diff(mg, rg)}). Avoid in-place edits of tensors autograd needs, "
                 "and make masked entries contribute no gradient (no NaN)."
             )
+
+
+# --------------------------------------------------------------------------
+# Where an assembled model first goes wrong
+# --------------------------------------------------------------------------
+def _module_slots(learner: Callable, case: Case) -> list[tuple[str, torch.nn.Module]]:
+    """The modules a case hands over (directly or in a list), named as the learner's parameters."""
+    try:
+        params = list(inspect.signature(learner).parameters)
+    except (TypeError, ValueError):
+        params = []
+    named = [(params[i] if i < len(params) else f"argument {i + 1}", a) for i, a in enumerate(case.args)]
+    named += list(case.kwargs.items())
+    slots = []
+    for name, value in named:
+        if isinstance(value, torch.nn.Module) and not isinstance(value, torch.nn.ModuleList):
+            slots.append((name, value))
+        elif isinstance(value, (list, tuple, torch.nn.ModuleList)) and value and all(
+                isinstance(m, torch.nn.Module) for m in value):
+            slots += [(f"{name}[{j}]", m) for j, m in enumerate(value)]
+    return slots
+
+
+def _trace(fn: Callable, case: Case, labels: list[str], guard=None) -> list[tuple[str, Tensor | None]]:
+    """(slot, first tensor input) of every call of a handed-over module while ``fn`` runs, in order."""
+    slots = _module_slots(fn, case)
+    calls: list[tuple[str, Tensor | None]] = []
+    handles = []
+    for (_, module), label in zip(slots, labels):
+        def hook(mod, inputs, label=label):
+            first = next((t for t in inputs if isinstance(t, Tensor)), None)
+            calls.append((label, None if first is None else first.detach().clone()))
+        handles.append(module.register_forward_pre_hook(hook))
+    try:
+        with torch.no_grad(), (guard or contextlib.nullcontext()):
+            fn(*case.args, **case.kwargs)
+    except Exception:
+        pass
+    finally:
+        for h in handles:
+            h.remove()
+    return calls
+
+
+def _first_divergence(learner: Callable, reference: Callable, case: Case, forbidden=(), allowed=()) -> str:
+    """For a function that assembles handed-over modules: the first module whose input differs from the reference's."""
+    labels = [name for name, _ in _module_slots(learner, case)]
+    if not labels:
+        return ""
+    mine = _trace(learner, case.clone(), labels, forbid_calls(forbidden, exercise="trace", allowed=allowed))
+    theirs = _trace(reference, case.in_float64(), labels)
+    seen: dict[str, int] = {}
+    for i, (label, expected) in enumerate(theirs):
+        if i < len(mine) and mine[i][0] != label:
+            matched = " (the calls before it matched)" if i else ""
+            return (f" First divergence: call {i + 1} of the given modules is `{mine[i][0]}` in your code but "
+                    f"`{label}` in the reference{matched}: check the order of the steps (where is the norm "
+                    "applied, which output feeds which step?).")
+        k = seen.get(label, 0)
+        seen[label] = k + 1
+        mine_k = [t for lab, t in mine if lab == label]
+        nth = f"{k + 1}{'st' if k == 0 else 'nd' if k == 1 else 'rd' if k == 2 else 'th'} call of "
+        if len(mine_k) <= k:
+            return (f" The reference calls `{label}` ({seen[label]} time(s) so far) but your code "
+                    f"{'never calls it' if not mine_k else f'calls it only {len(mine_k)} time(s)'}.")
+        got = mine_k[k]
+        if expected is None or got is None:
+            continue
+        if got.shape != expected.shape:
+            return (f" First divergence: the input to `{label}` ({nth}it) has shape {tuple(got.shape)}, "
+                    f"the reference's {tuple(expected.shape)}: look at what your code does before that call.")
+        scale = max(1.0, float(expected.abs().max()))
+        diff = float((got.double() - expected).abs().max())
+        if not diff <= 1e-3 * scale:
+            where = "" if not k and label == theirs[0][0] else " (everything before it matched)"
+            return (f" First divergence: the input to `{label}` ({nth}it) differs from the reference's by up to "
+                    f"{diff:.3g}{where}: look at what your code does before that call.")
+    extra = [lab for lab in {lab for lab, _ in mine} if sum(1 for x, _ in mine if x == lab) > seen.get(lab, 0)]
+    if extra:
+        return f" Your code calls `{sorted(extra)[0]}` more often than the reference."
+    last = theirs[-1][0] if theirs else labels[-1]
+    return (f" Every module you were given received the right input; the difference comes after the last call "
+            f"(`{last}`): check what your code does with the outputs (residuals, the final norm or head).")
 
 
 def _match_mistake(out: Tensor, case: Case, diagnoses: Sequence[Mistake], ref64: Tensor, exact: bool = False) -> str:

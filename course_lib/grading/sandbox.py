@@ -1,0 +1,235 @@
+"""The fence around a learner's notebook while ``make grade`` autogrades it.
+
+nbgrader runs every submission in a kernel of its own. :func:`install` runs in
+that kernel before the learner's first cell (the autograder passes it as the
+kernel's startup code, see :mod:`course_lib.grading.autograde`) and sets up
+what the learner's code cannot undo:
+
+* a memory limit (``RLIMIT_AS``, soft and hard, so it cannot be raised again):
+  a cell that asks for too much gets a ``MemoryError`` / allocation error, not
+  the grading machine's swap;
+* an audit hook (:pep:`578`; Python offers no way to remove one) that refuses
+
+  - writing anywhere but the submission's own folder and the temporary folder,
+  - reading the instructor's files: the course folder is closed except the
+    submission itself, ``course_lib``, the virtual environment and the public
+    ``exercises/`` and ``chapters/`` (so ``solutions/``, the gradebook and the
+    other students' work stay out of reach),
+  - starting processes, sending signals, raising resource limits, and loading
+    native libraries from outside the Python installation (``ctypes``);
+
+* a snapshot of the functions the checks rely on (``torch.allclose``,
+  ``numpy.allclose``, builtins, every ``course_lib`` module, ...). Each test
+  cell starts with :data:`PROLOGUE`, which asks the hook, through
+  ``sys.audit``, to compare them with the snapshot: a test cell that runs after
+  the learner replaced one of them fails and says which.
+
+The hook answers the prologue by filling the list it is handed; a learner who
+replaces ``sys.audit`` leaves it empty and the test cell fails as well.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+import sys
+
+VERIFY_EVENT = "course_lib.grading.verify"
+VERIFIED = "verified by the grading sandbox"
+
+#: the line put in front of every test cell of an autograded notebook
+PROLOGUE = (
+    "import sys as _grading_sys; _grading_box = []; _grading_sys.audit("
+    f"{VERIFY_EVENT!r}, _grading_box); assert _grading_box == [{VERIFIED!r}], "
+    "'the grading checks were tampered with (sys.audit replaced): this test cell scores zero'"
+    "  # grading integrity check\n"
+)
+
+_WATCHED = ("torch", "torch.nn.functional", "torch.testing", "torch.linalg", "torch.special", "numpy",
+            "numpy.testing", "math", "operator", "functools", "copy", "builtins", "sys")
+#: the builtins checks use (ipykernel itself rebinds input, getpass and friends, so not all of them)
+_BUILTINS = ("abs", "all", "any", "bool", "float", "int", "isinstance", "issubclass", "len", "max", "min", "range",
+             "round", "sum", "zip", "type", "getattr", "setattr", "hasattr", "callable", "repr", "str", "list",
+             "tuple", "dict", "set", "sorted", "enumerate", "map", "filter", "iter", "next", "id", "__import__",
+             "compile", "exec", "eval", "open", "vars", "object", "super", "print", "format", "hash", "divmod", "pow")
+_SYS_FUNCTIONS = ("audit", "addaudithook", "setprofile", "getprofile", "settrace", "gettrace", "exit", "modules")
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+_PATH_WRITE_EVENTS = {  # event -> positions of the path arguments it writes
+    "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.link": (0, 1),
+    "os.symlink": (0, 1), "os.truncate": (0,), "os.chmod": (0,), "os.chown": (0,), "os.utime": (0,),
+    "shutil.copyfile": (1,), "shutil.copymode": (1,), "shutil.copystat": (1,), "shutil.copytree": (1,),
+    "shutil.move": (0, 1), "shutil.rmtree": (0,), "shutil.chown": (0,), "os.chflags": (0,), "os.lchflags": (0,),
+}
+_PATH_READ_EVENTS = {"os.listdir": (0,), "os.scandir": (0,), "glob.glob": (0,), "os.walk": (0,)}
+_REFUSED_EVENTS = {
+    "subprocess.Popen": "starting a process", "os.system": "starting a process", "os.exec": "starting a process",
+    "os.posix_spawn": "starting a process", "os.spawn": "starting a process", "os.fork": "starting a process",
+    "os.forkpty": "starting a process", "pty.spawn": "starting a process", "os.startfile": "starting a process",
+    "os.kill": "sending a signal", "os.killpg": "sending a signal", "signal.pthread_kill": "sending a signal",
+    "resource.setrlimit": "changing resource limits", "resource.prlimit": "changing resource limits",
+    "os.putenv": None, "os.unsetenv": None,  # allowed: harmless inside the kernel
+}
+
+
+def _is_callable_entry(name: str, value) -> bool:
+    return callable(value) and not name.startswith("__")
+
+
+def _namespaces() -> list[tuple[str, dict, bool]]:
+    """(name, namespace, only_public_callables) of everything the checks rely on."""
+    out = []
+    for name in _WATCHED:
+        if name in sys.modules:
+            out.append((name, vars(sys.modules[name]), name in ("builtins", "sys")))
+    import torch
+
+    out.append(("torch.Tensor", vars(torch.Tensor), False))
+    for name, mod in list(sys.modules.items()):
+        if mod is not None and (name == "course_lib" or name.startswith("course_lib.")):
+            out.append((name, vars(mod), False))
+    return out
+
+
+def _take_snapshot() -> list[tuple[str, dict, dict]]:
+    snap = []
+    for name, ns, public in _namespaces():
+        if name == "sys":
+            entries = {k: ns[k] for k in _SYS_FUNCTIONS if k in ns}
+        elif public:  # builtins: IPython rebinds `_`, input and friends
+            entries = {k: ns[k] for k in _BUILTINS if k in ns}
+        else:
+            entries = {k: v for k, v in ns.items() if _is_callable_entry(k, v) or isinstance(v, type(sys))}
+        snap.append((name, ns, entries))
+    snap.append(("sys.modules", sys.modules, {k: v for k, v in sys.modules.items()
+                                              if k.split(".")[0] in ("torch", "numpy", "course_lib") and v is not None}))
+    return snap
+
+
+def _tampered(snapshot) -> str | None:
+    for name, ns, before in snapshot:
+        for key, value in before.items():
+            if ns.get(key) is not value:
+                return f"{name}[{key!r}]" if name == "sys.modules" else f"{name}.{key}"
+    return None
+
+
+def _import_course_lib() -> None:
+    """Every course_lib module the hidden tests can use (not interop: it pulls in transformers)."""
+    import course_lib
+
+    base = os.path.dirname(course_lib.__file__)
+    for pattern, prefix in (("*.py", "course_lib."), (os.path.join("grading", "*.py"), "course_lib.grading.")):
+        for path in sorted(glob.glob(os.path.join(base, pattern))):
+            stem = os.path.splitext(os.path.basename(path))[0]
+            if stem != "__init__":
+                importlib.import_module(prefix + stem)
+
+
+def _real(path) -> str | None:
+    if isinstance(path, int) or path is None:
+        return None
+    try:
+        return os.path.realpath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        return None
+
+
+def _under(path: str, roots) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def install(*, workdir: str, private_roots: list[str], public_roots: list[str], memory_mb: int | None = 4096) -> None:
+    """Fence this process in; runs once, first thing in the grading kernel.
+
+    Args:
+        workdir: the submission's folder (read and write).
+        private_roots: folders closed to the learner (the course folder, the
+            checkout course_lib is installed from), except ``public_roots``.
+        public_roots: folders inside them that stay readable (course_lib,
+            the virtual environment, exercises/, chapters/).
+        memory_mb: address-space limit of the kernel, or None for none.
+    """
+    import tempfile
+
+    import numpy  # noqa: F401 - in the snapshot
+    import torch  # noqa: F401 - loaded (with its native libraries) before the fence closes
+    import torch.nn.functional  # noqa: F401
+    import torch.testing  # noqa: F401
+
+    sys.dont_write_bytecode = True
+    os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="mpl-"))
+    _import_course_lib()
+    import matplotlib  # noqa: F401 - its font cache is built now, in the temporary folder
+
+    workdir = os.path.realpath(workdir)
+    temp = os.path.realpath(tempfile.gettempdir())
+    private = [os.path.realpath(p) for p in private_roots]
+    readable = [workdir] + [os.path.realpath(p) for p in public_roots]
+    native_ok = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    snapshot = _take_snapshot()
+
+    if memory_mb:
+        import resource
+
+        limit = int(memory_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    def refuse(what: str):
+        raise PermissionError(f"grading sandbox: {what} is not allowed while a submission is graded")
+
+    def check_read(path):
+        real = _real(path)
+        if real and _under(real, private) and not _under(real, readable):
+            refuse(f"reading {real} (the instructor's files)")
+
+    def check_write(path):
+        real = _real(path)
+        if not real or _under(real, [workdir, "/dev/null"]):
+            return
+        if _under(real, [temp]) and not _under(real, private):  # a course kept under /tmp stays closed
+            return
+        refuse(f"writing {real} (outside the submission's folder)")
+
+    def hook(event: str, args: tuple) -> None:
+        if event == VERIFY_EVENT:
+            changed = _tampered(snapshot)
+            if changed:
+                raise RuntimeError(f"the submission replaced {changed}, which the grading checks rely on: "
+                                   "this test cell scores zero")
+            if args and isinstance(args[0], list):
+                args[0].append(VERIFIED)
+            return
+        if event == "open":
+            path, mode, flags = (tuple(args) + (None, None, None))[:3]
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & _WRITE_FLAGS)
+            check_write(path) if writing else check_read(path)
+            if writing:
+                check_read(path)
+        elif event in _PATH_WRITE_EVENTS:
+            for i in _PATH_WRITE_EVENTS[event]:
+                if i < len(args):
+                    check_write(args[i])
+        elif event in _PATH_READ_EVENTS:
+            for i in _PATH_READ_EVENTS[event]:
+                if i < len(args):
+                    check_read(args[i] if args[i] is not None else ".")
+        elif event in _REFUSED_EVENTS and _REFUSED_EVENTS[event]:
+            refuse(_REFUSED_EVENTS[event])
+        elif event == "ctypes.dlopen":
+            real = _real(args[0]) if args else None
+            if not real or not os.path.isabs(os.fsdecode(args[0])) or not _under(real, native_ok):
+                refuse(f"loading the native library {args[0]!r}")
+
+    sys.addaudithook(hook)
+
+
+def install_from_env(variable: str = "COURSE_GRADING_SANDBOX") -> None:
+    """:func:`install` with the settings the autograder left in the environment (JSON)."""
+    import json
+
+    settings = os.environ.get(variable)
+    if not settings:
+        raise RuntimeError(f"the grading sandbox has no settings: the environment variable {variable} is not set")
+    install(**json.loads(settings))

@@ -1,0 +1,226 @@
+"""Cheating and crashing submissions, graded by real nbgrader through `make grade`'s tool.
+
+One class of submissions to 02-attention, each trying one thing the hidden
+tests must not fall for (patching the checks, calling the reference behind the
+guard's back, deleting a test cell, killing the kernel, eating memory, writing
+outside its folder, reading the hidden tests), plus an honest one. Every
+attempt loses the points of the exercise it cheats on; nothing stops the rest
+of the class (or the rest of the notebook) from being graded; no file outside
+the submission's folder is touched; no hidden test reaches the feedback.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from nbtools import ROOT
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT, NOTEBOOK = "02-attention", "attention"
+FULL = {"test_attention_scores": 2, "test_masked_softmax": 3, "test_causal_mask": 2,
+        "test_scaled_dot_product_attention": 3}
+
+ZEROS = "    return torch.zeros(q.shape[:-1] + (k.shape[-2],), dtype=q.dtype)\n"
+SDPA_HEAD = "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+
+
+def _cheats(course: Path) -> dict[str, dict[str, str]]:
+    """student -> {solution grade_id: replacement source}."""
+    hidden_file = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    return {
+        "patches_allclose": {"attention_scores": (
+            "import numpy, torch, torch.testing\n"
+            "torch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
+            "torch.testing.assert_close = lambda *a, **k: None\nnumpy.allclose = lambda *a, **k: True\n"
+            "def attention_scores(q, k):\n" + ZEROS)},
+        "patches_grading": {"attention_scores": (
+            "import course_lib.grading as g\ng.check_function = lambda *a, **k: None\n"
+            "def attention_scores(q, k):\n    return q @ k.transpose(-2, -1)\n")},
+        "swaps_the_reference": {"attention_scores": (
+            "import course_lib.attention as ref\n"
+            "def attention_scores(q, k):\n    return q @ k.transpose(-2, -1)\n"
+            "ref.attention_scores = attention_scores\n")},
+        "blinds_the_profiler": {"scaled_dot_product_attention": (
+            "import sys\nfrom course_lib import attention as _r\n" + SDPA_HEAD +
+            "    p = sys.getprofile(); sys.setprofile(None)\n"
+            "    out = _r.scaled_dot_product_attention(q, k, v, mask)\n    sys.setprofile(p)\n    return out\n")},
+        "disables_torch_function": {"scaled_dot_product_attention": (
+            "import torch.nn.functional as F\n" + SDPA_HEAD +
+            "    with torch._C.DisableTorchFunction():\n"
+            "        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n")},
+        "deletes_a_test": {},  # handled below: its test_causal_mask cell is removed
+        "exits": {"causal_mask": (
+            "import sys\ndef causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\nsys.exit(3)\n")},
+        "kills_its_kernel": {"causal_mask": "import os\nos._exit(1)\n"},
+        "signals_its_kernel": {"causal_mask": (
+            "import os, signal\ndef causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")},
+        "eats_memory": {"causal_mask": (
+            "def causal_mask(n):\n    hog = torch.ones(2 ** 31, dtype=torch.float64)\n"
+            "    return torch.ones(n, n, dtype=torch.bool).tril()\n")},
+        "writes_outside": {"causal_mask": (
+            "open('../../../OWNED.txt', 'w').write('x')\n"
+            "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n")},
+        "reads_hidden_tests": {"causal_mask": (
+            f"leak = open({str(hidden_file)!r}).read()\nprint(leak[leak.find('BEGIN HIDDEN'):][:2000])\n"
+            "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n")},
+        "reads_env": {"causal_mask": (
+            "import os\nprint(os.environ.get('GRADEBOOK_URL', 'no-url'), os.environ.get('PGPASSWORD'))\n"
+            "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n")},
+        "reads_the_gradebook": {"causal_mask": (
+            "import glob\nprint(glob.glob('../../../*'))\n"
+            f"print(open({str(course / 'gradebook.db')!r}, 'rb').read()[:100])\n"
+            "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n")},
+    }
+
+
+def _grade_ids(nb) -> list[str | None]:
+    return [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    for student, replace in {"honest": {}, **_cheats(course)}.items():
+        nb = nbformat.read(solution, as_version=4)
+        for cell in nb.cells:
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if gid in replace:
+                cell.source = replace[gid]
+        if student == "deletes_a_test":
+            nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_causal_mask"]
+        folder = course / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{NOTEBOOK}.ipynb")
+    gradebook = f"sqlite:///{course / 'gradebook.db'}"  # given as a URL, as a PostgreSQL one would be
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               GRADER_MEMORY_MB="3072", GRADEBOOK_URL=gradebook, PGPASSWORD="hunter2")
+    res = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", "20"],
+                         cwd=ROOT, capture_output=True, text=True, env=env)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        scores = {s: {g.name: g.score for g in gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, s).grades}
+                  for s in ["honest", *_cheats(course)]}
+    return course, res, scores
+
+
+def autograded(course: Path, student: str):
+    return nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+
+
+def error_of(nb, grade_id: str) -> str:
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    return " ".join(f"{o.get('ename')}: {o.get('evalue')}" for o in cell.get("outputs", []) if o.output_type == "error")
+
+
+def test_the_honest_submission_keeps_full_marks_in_the_sandbox(graded):
+    _, res, scores = graded
+    assert scores["honest"] == FULL, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("student", ["patches_allclose", "patches_grading", "swaps_the_reference"])
+def test_patching_the_checks_scores_zero_for_the_exercise(graded, student):
+    course, _, scores = graded
+    assert scores[student]["test_attention_scores"] == 0
+    assert "replaced" in error_of(autograded(course, student), "test_attention_scores")
+
+
+@pytest.mark.parametrize("student", ["blinds_the_profiler", "disables_torch_function"])
+def test_calling_the_reference_behind_the_guard_scores_zero(graded, student):
+    course, _, scores = graded
+    assert scores[student]["test_scaled_dot_product_attention"] == 0
+    assert scores[student]["test_attention_scores"] == 2
+    assert "ForbiddenCall" in error_of(autograded(course, student), "test_scaled_dot_product_attention")
+
+
+def test_a_deleted_test_cell_scores_zero_and_is_named(graded):
+    course, res, scores = graded
+    assert scores["deletes_a_test"]["test_causal_mask"] == 0
+    assert scores["deletes_a_test"]["test_scaled_dot_product_attention"] == 3
+    rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
+    assert "test_causal_mask" in rows["deletes_a_test"]["message"] and "deleted" in rows["deletes_a_test"]["message"]
+    assert "deletes_a_test" in res.stdout + res.stderr and "test_causal_mask" in res.stdout + res.stderr
+
+
+def test_the_kernel_gets_no_gradebook_credentials(graded):
+    course, _, _ = graded
+    nb = autograded(course, "reads_env")
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "causal_mask"]
+    assert "postgresql://" not in str(cell.outputs) and "hunter2" not in str(cell.outputs)
+    assert "no-url" in str(cell.outputs)
+
+
+def test_sys_exit_does_not_stop_grading(graded):
+    _, _, scores = graded
+    assert scores["exits"]["test_scaled_dot_product_attention"] == 3
+    assert scores["exits"]["test_attention_scores"] == 2
+
+
+def test_killing_the_kernel_costs_that_exercise_and_grading_goes_on(graded):
+    course, res, scores = graded
+    assert scores["kills_its_kernel"]["test_causal_mask"] == 0
+    assert scores["kills_its_kernel"]["test_attention_scores"] == 2 and scores["kills_its_kernel"]["test_masked_softmax"] == 3
+    nb = autograded(course, "kills_its_kernel")
+    assert "KernelDied" in error_of(nb, "causal_mask")
+    # the cells after it ran, in a fresh kernel that got the earlier cells again: only causal_mask is missing there
+    later = error_of(nb, "test_scaled_dot_product_attention")
+    assert "causal_mask" in later and "attention_scores" not in later and "masked_softmax" not in later
+    rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
+    assert "kernel died in cell causal_mask" in rows["kills_its_kernel"]["message"]
+    assert rows["kills_its_kernel"]["status"] == "graded"
+
+
+def test_signalling_the_kernel_is_refused(graded):
+    course, _, scores = graded
+    assert "grading sandbox: sending a signal" in error_of(autograded(course, "signals_its_kernel"), "causal_mask")
+    assert scores["signals_its_kernel"] == FULL
+
+
+def test_a_memory_hog_hits_the_limit_and_the_rest_is_graded(graded):
+    course, _, scores = graded
+    assert scores["eats_memory"]["test_causal_mask"] == 0
+    assert scores["eats_memory"]["test_attention_scores"] == 2 and scores["eats_memory"]["test_masked_softmax"] == 3
+    assert "alloc" in error_of(autograded(course, "eats_memory"), "test_causal_mask").lower() or \
+        "memory" in error_of(autograded(course, "eats_memory"), "test_causal_mask").lower()
+
+
+def test_writing_outside_the_submission_folder_is_refused(graded):
+    course, _, scores = graded
+    assert not list(course.rglob("OWNED.txt")) and not (course.parent / "OWNED.txt").exists()
+    assert scores["writes_outside"]["test_causal_mask"] == 0
+    assert "grading sandbox: writing" in error_of(autograded(course, "writes_outside"), "causal_mask")
+
+
+@pytest.mark.parametrize("student", ["reads_hidden_tests", "reads_the_gradebook"])
+def test_the_instructors_files_cannot_be_read(graded, student):
+    course, _, scores = graded
+    nb = autograded(course, student)
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "causal_mask"]
+    text = str(cell.outputs)
+    assert "PermissionError" in text and "grading sandbox" in text
+    assert "check_function" not in text and "SQLite" not in text
+    assert scores[student]["test_causal_mask"] == 0
+
+
+def test_feedback_shows_the_diagnosis_but_no_hidden_test(graded):
+    course, _, _ = graded
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    res = subprocess.run([sys.executable, "-m", "tools.feedback", "--root", str(course)], cwd=ROOT,
+                         capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    html = (course / "feedback" / "disables_torch_function" / ASSIGNMENT / f"{NOTEBOOK}.html").read_text()
+    assert "ForbiddenCall" in html and "scaled_dot_product_attention" in html
+    for secret in ("BEGIN HIDDEN TESTS", "check_function", "_cases", "grading integrity check"):
+        assert secret not in html, f"the feedback shows {secret!r}"
