@@ -163,6 +163,17 @@ def online_cases(seed: int = 0, n: int = 24) -> list[Case]:
         v = torch.randn(batch + (n_k, d_v), generator=g, dtype=torch.float64).to(dtype)
         cases.append(Case((q, k, v, block), label=f"batch {batch}, n_q={n_q}, n_k={n_k}, d_k={d_k}, d_v={d_v}, "
                                                   f"block_size={block}, score spread {spread:g}, {_dt(dtype)}"))
+    # Half precision: the running statistics must stay in the inputs' dtype (a float32 buffer
+    # promotes the result to float32), with the tolerance derived from the reference's own error.
+    h = torch.Generator().manual_seed(seed + 1)
+    for j, dtype in enumerate([torch.bfloat16, torch.float16, torch.bfloat16]):
+        batch = _BATCH_SHAPES[j + 1]
+        n_q, n_k = int(torch.randint(1, 8, (1,), generator=h)), int(torch.randint(4, 17, (1,), generator=h))
+        block, d_k, d_v = [3, 5, 2][j], [8, 4, 16][j], [5, 3, 8][j]
+        q, k, v = (torch.randn(batch + shape, generator=h, dtype=torch.float64).to(dtype)
+                   for shape in [(n_q, d_k), (n_k, d_k), (n_k, d_v)])
+        cases.append(Case((q, k, v, block), label=f"batch {batch}, n_q={n_q}, n_k={n_k}, d_k={d_k}, d_v={d_v}, "
+                                                  f"block_size={block}, {_dt(dtype)}"))
     return cases
 
 

@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from course_lib.grading import Case, Mistake
+from course_lib.grading import Case, ExerciseFailure, Mistake
 
 __all__ = [
     "shift_right_cases", "SHIFT_RIGHT_MISTAKES",
     "mask_cases", "MASK_MISTAKES",
-    "lr_cases", "LR_MISTAKES",
+    "lr_cases", "LR_MISTAKES", "check_float_results",
     "loss_cases", "LOSS_MISTAKES", "LOSS_FORBIDDEN",
     "cross_attention_cases", "CROSS_ATTENTION_MISTAKES", "CROSS_ATTENTION_FORBIDDEN",
 ]
@@ -120,6 +120,15 @@ def _lr(step, d, w, *, dpow=-0.5, wpow=-1.5, pick=min):
     if step == 0:
         return 0.0
     return d**dpow * pick(step**-0.5, step * w**wpow)
+
+
+def check_float_results(learner, cases) -> None:
+    """The learner's schedule returns a Python float on every case (step 0 included), not an int or a tensor."""
+    name = getattr(learner, "__name__", "your function")
+    for case in cases:
+        out = learner(*case.args, **case.kwargs)
+        if not isinstance(out, float):
+            raise ExerciseFailure(f"{name} should return a float, got {type(out).__name__} ({case.label}).")
 
 
 LR_MISTAKES = [
