@@ -1,0 +1,87 @@
+"""How long `make grade` takes per submission for a whole class.
+
+    python benchmarks/grade_class.py [--students 100] [--assignment 02-attention] [--jobs N] [--timeout S]
+
+A temporary course gets ``--students`` submissions of one assignment (a mix:
+the reference solution, the untouched release, and wrong implementations from
+the assignment's catalogue), then ``python -m tools.grade`` grades them all
+with ``--jobs`` parallel batches, as an instructor would. Prints the wall
+time, seconds per submission and the spread of scores; a second run shows the
+cost of re-running when nothing changed (idempotent: nothing is graded again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build_class(course: Path, assignment: str, students: int) -> None:
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    (solution,) = sorted((course / "solutions" / assignment).glob("*.ipynb"))
+    release = ROOT / "exercises" / assignment / solution.name
+    wrong = runpy.run_path(str(ROOT / "tests" / "catalogues" / f"{assignment}.py"))["WRONG"]
+    for i in range(students):
+        kind = i % 4
+        if kind == 2:
+            nb = nbformat.read(release, as_version=4)
+        else:
+            nb = nbformat.read(solution, as_version=4)
+            if kind in (1, 3):
+                entry = wrong[i % len(wrong)]
+                for cell in nb.cells:
+                    if cell.metadata.get("nbgrader", {}).get("grade_id") == entry["exercise"]:
+                        cell.source = entry["source"]
+        folder = course / "submitted" / f"student{i:03d}" / assignment
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / solution.name)
+
+
+def grade(course: Path, jobs: int, timeout: int) -> float:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    start = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--jobs", str(jobs),
+                          "--timeout", str(timeout)], cwd=ROOT, capture_output=True, text=True, env=env)
+    took = time.perf_counter() - start
+    if res.returncode not in (0, 1):
+        sys.exit(res.stdout + res.stderr)
+    return took
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, default=100)
+    parser.add_argument("--assignment", default="02-attention")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--timeout", type=int, default=60)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="grade-class-") as tmp:
+        course = Path(tmp)
+        build_class(course, args.assignment, args.students)
+        first = grade(course, args.jobs, args.timeout)
+        again = grade(course, args.jobs, args.timeout)
+        rows = list(csv.DictReader((course / "grades.csv").open()))
+        spread = Counter(r["score"] for r in rows)
+    print(f"{args.students} submissions of {args.assignment}, {args.jobs} job(s), {os.cpu_count()} CPU(s)")
+    print(f"  first run : {first:7.1f} s  = {first / args.students:5.2f} s per submission")
+    print(f"  re-run    : {again:7.1f} s  (nothing changed, nothing graded again)")
+    print(f"  scores    : {dict(sorted(spread.items(), key=lambda kv: -float(kv[0])))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
