@@ -29,7 +29,8 @@ from course_lib.blocks import BlockConfig, EncoderBlock
 from course_lib.norms import LayerNorm
 from course_lib.positional import resample_pos_embed
 
-__all__ = ["patchify", "PatchEmbed", "ViTConfig", "PRESETS", "ViT"]
+__all__ = ["patchify", "PatchEmbed", "ViTConfig", "PRESETS", "ViT", "prepend_cls_add_pos", "vit_forward",
+           "patch_distances", "mean_attention_distance"]
 
 
 # --------------------------------------------------------------------------
@@ -324,3 +325,69 @@ class ViT(nn.Module):
         if not include_embeddings:
             n -= self.pos_embed.numel() + (self.cls_token.numel() if self.cls_token is not None else 0)
         return n
+
+
+# --------------------------------------------------------------------------
+# The same model as plain functions (the book's walk-through and exercises)
+# --------------------------------------------------------------------------
+def prepend_cls_add_pos(patches: Tensor, cls_token: Tensor, pos_embed: Tensor) -> Tensor:
+    """Eq. 1 after the projection: ``[x_class; x_p^1 E; ...; x_p^N E] + E_pos``.
+
+    Args:
+        patches: ``(B, N, D)`` projected patches.
+        cls_token: ``(1, 1, D)``, the learned CLS vector, shared by every image.
+        pos_embed: ``(1, 1 + N, D)``, the learned positions; entry 0 is the CLS token's.
+    Returns:
+        ``(B, 1 + N, D)``.
+    """
+    cls = cls_token.expand(patches.shape[0], -1, -1).to(patches.dtype)
+    return torch.cat([cls, patches], dim=1) + pos_embed
+
+
+def vit_forward(images: Tensor, patch_proj: nn.Module, cls_token: Tensor, pos_embed: Tensor, blocks, norm: nn.Module,
+                head: nn.Module) -> Tensor:
+    """A whole ViT classifier (eqs. 1-4 and the head) from its parts, at the native grid.
+
+    Args:
+        images: ``(B, C, H, W)``.
+        patch_proj: the ``Conv2d(C, D, kernel_size=P, stride=P)`` patch projection.
+        cls_token: ``(1, 1, D)``.  pos_embed: ``(1, 1 + N, D)``.
+        blocks: the encoder blocks, applied in order.  norm: the final LayerNorm.
+        head: ``D -> num_classes``, applied to the normalized CLS token.
+    Returns:
+        ``(B, num_classes)`` logits; ``ViT(cfg)(images)`` for a CLS-pooled ``ViT``'s parts.
+    """
+    patches = patch_proj(images).flatten(2).transpose(1, 2)  # (B, N, D), row-major
+    tokens = prepend_cls_add_pos(patches, cls_token, pos_embed)
+    for block in blocks:
+        tokens = block(tokens)
+    return head(norm(tokens)[:, 0])
+
+
+# --------------------------------------------------------------------------
+# What a trained ViT learns
+# --------------------------------------------------------------------------
+def patch_distances(grid: tuple[int, int], patch: int = 1) -> Tensor:
+    """Euclidean distances ``(N, N)`` between patch centres of a row-major ``(gh, gw)`` grid, in pixels."""
+    ys, xs = torch.meshgrid(torch.arange(grid[0]), torch.arange(grid[1]), indexing="ij")
+    centres = torch.stack([ys.flatten(), xs.flatten()], dim=1).double() * patch
+    return torch.cdist(centres, centres)
+
+
+def mean_attention_distance(weights: Tensor, grid: tuple[int, int], patch: int = 1,
+                            num_prefix_tokens: int = 1) -> Tensor:
+    """Mean attention distance of each head (Dosovitskiy et al., 2021, fig. 7), in pixels.
+
+    For every patch query, the distances to the patch keys are averaged with its
+    attention weights (renormalized over the patch keys: prefix tokens such as
+    CLS have no place in the image); the result is averaged over queries and images.
+
+    Args:
+        weights: ``(B, heads, T, T)`` attention weights, ``T = num_prefix_tokens + gh * gw``.
+    Returns:
+        ``(heads,)`` in the dtype of ``weights``.
+    """
+    w = weights[..., num_prefix_tokens:, num_prefix_tokens:].double()
+    w = w / w.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+    dist = patch_distances(grid, patch).to(w.device)
+    return (w * dist).sum(dim=-1).mean(dim=(0, 2)).to(weights.dtype)

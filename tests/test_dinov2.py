@@ -315,3 +315,83 @@ def test_teacher_temperature_sharpens():
     t = _crops(1)[0]
     h = [-(p * p.log()).sum(-1).mean() for p in (F.softmax(t / 0.04, -1), F.softmax(t / 1.0, -1))]
     assert h[0] < h[1] <= math.log(10)
+
+
+# ---------------------------------------------------------------- token layout, multi-crop, entropy
+def test_add_registers_matches_the_model_embedding():
+    from course_lib.dinov2 import add_registers
+    model = _tiny()
+    x = torch.randn(2, 3, 56, 56)
+    patches = model.patch_embed(x)
+    with torch.no_grad():
+        out = add_registers(patches, model.cls_token, model.register_tokens, model.pos_embed)
+        torch.testing.assert_close(out, model.embed(x))
+    empty = torch.zeros(1, 0, 32)
+    torch.testing.assert_close(add_registers(patches, model.cls_token, empty, model.pos_embed),
+                               torch.cat([model.cls_token.expand(2, -1, -1), patches], 1) + model.pos_embed)
+
+
+def test_crop_boxes_are_deterministic_inside_the_image_and_of_the_right_area():
+    from course_lib.dinov2 import sample_crop_boxes
+    boxes = sample_crop_boxes(3, 50, (32, 40), (0.1, 0.4), torch.Generator().manual_seed(0))
+    again = sample_crop_boxes(3, 50, (32, 40), (0.1, 0.4), torch.Generator().manual_seed(0))
+    assert boxes.shape == (3, 50, 4) and boxes.dtype == torch.long and torch.equal(boxes, again)
+    top, left, h, w = boxes.unbind(-1)
+    assert (top >= 0).all() and (left >= 0).all() and (top + h <= 32).all() and (left + w <= 40).all()
+    frac = (h * w).float() / (32 * 40)
+    assert frac.min() > 0.05 and frac.max() < 0.5
+
+
+def test_multi_crop_puts_global_crops_first_and_cuts_the_given_boxes():
+    from course_lib.dinov2 import multi_crop
+    images = torch.arange(2 * 1 * 8 * 8, dtype=torch.float32).reshape(2, 1, 8, 8)
+    gb = torch.tensor([[[0, 0, 8, 8], [2, 4, 4, 4]]])
+    lb = torch.tensor([[[1, 2, 2, 2], [0, 0, 3, 5]], [[6, 6, 2, 2], [5, 3, 3, 3]]])
+    crops = multi_crop(images, gb, lb, 8, 2)
+    assert [tuple(c.shape) for c in crops] == [(2, 1, 8, 8), (2, 1, 2, 2), (2, 1, 2, 2)]
+    torch.testing.assert_close(crops[0][0], images[0])  # the whole image, resized to its own size
+    torch.testing.assert_close(crops[1][0], images[0, :, 1:3, 2:4])  # a 2x2 box resized to 2x2 is itself
+    with pytest.raises(ValueError, match="local_boxes"):
+        multi_crop(images, gb, lb[:, :1], 8, 2)
+
+
+def test_random_multi_crop_is_reproducible_and_sized():
+    from course_lib.dinov2 import random_multi_crop
+    images = torch.randn(3, 3, 28, 28)
+    a = random_multi_crop(images, torch.Generator().manual_seed(1), n_local=3, local_size=14)
+    b = random_multi_crop(images, torch.Generator().manual_seed(1), n_local=3, local_size=14)
+    assert len(a) == 5 and all(torch.equal(x, y) for x, y in zip(a, b))
+    assert a[0].shape == (3, 3, 28, 28) and a[-1].shape == (3, 3, 14, 14)
+
+
+def test_softmax_entropy_spans_zero_to_log_k():
+    from course_lib.dinov2 import softmax_entropy
+    torch.testing.assert_close(softmax_entropy(torch.zeros(4, 7)), torch.tensor(math.log(7)))
+    assert softmax_entropy(torch.tensor([[100.0, 0.0, 0.0]])) < 1e-6
+    t = torch.randn(5, 9)
+    assert softmax_entropy(t, 0.04) < softmax_entropy(t, 1.0)
+
+
+def test_dino_loss_and_center_keep_float64():
+    s, t = _crops(3).double(), _crops(2, seed=1).double()
+    assert dino_loss(s, t, torch.zeros(10, dtype=torch.float64)).dtype == torch.float64
+    assert update_center(torch.zeros(1, 10, dtype=torch.float64), t).dtype == torch.float64
+    assert dino_loss(s.half(), t.half(), torch.zeros(10)).dtype == torch.float32
+
+
+def test_dino_train_step_updates_student_teacher_and_center():
+    import copy
+    from course_lib.dinov2 import dino_train_step, random_multi_crop
+    torch.manual_seed(0)
+    cfg = DINOv2Config(image_size=28, patch_size=7, dim=16, depth=1, n_heads=2, layerscale=0.1)
+    student = torch.nn.Sequential(DINOv2(cfg), DINOHead(16, out_dim=12, hidden_dim=16, bottleneck_dim=8))
+    teacher = copy.deepcopy(student).requires_grad_(False)
+    opt = torch.optim.AdamW(student.parameters(), lr=1e-3)
+    crops = random_multi_crop(torch.randn(4, 3, 28, 28), torch.Generator().manual_seed(0), n_local=2, local_size=14)
+    t_before = [p.clone() for p in teacher.parameters()]
+    loss, t_out, center = dino_train_step(student, teacher, crops, torch.zeros(1, 12), opt, ema_momentum=0.5)
+    assert math.isfinite(loss) and t_out.shape == (2, 4, 12) and center.shape == (1, 12)
+    torch.testing.assert_close(center, 0.1 * t_out.reshape(-1, 12).mean(0, keepdim=True))
+    assert any(not torch.equal(a, b) for a, b in zip(t_before, teacher.parameters()))
+    _, _, same = dino_train_step(student, teacher, crops, center, opt, centering=False)
+    assert torch.equal(same, center)

@@ -297,3 +297,40 @@ def test_torch_compile_gives_the_same_output():
     compiled = torch.compile(model, backend="aot_eager")
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------ the functional walk-through (chapter 09)
+def test_vit_forward_from_parts_equals_the_module():
+    from course_lib.vit import vit_forward
+
+    model = _randomize(ViT(ViTConfig.preset("vit-tiny-test")))
+    x = torch.randn(3, 3, 32, 32)
+    out = vit_forward(x, model.patch_embed.proj, model.cls_token, model.pos_embed, model.blocks, model.norm, model.head)
+    torch.testing.assert_close(out, model(x), atol=1e-5, rtol=1e-5)
+
+
+def test_prepend_cls_add_pos_equals_the_model_embedding():
+    from course_lib.vit import prepend_cls_add_pos
+
+    model = _randomize(ViT(ViTConfig.preset("vit-tiny-test")))
+    x = torch.randn(2, 3, 32, 32)
+    tokens = prepend_cls_add_pos(model.patch_embed(x), model.cls_token, model.pos_embed)
+    torch.testing.assert_close(tokens, model.embed(x))
+
+
+def test_mean_attention_distance_of_uniform_and_self_attention():
+    from course_lib.vit import mean_attention_distance, patch_distances
+
+    grid, n = (3, 4), 12
+    self_only = torch.eye(1 + n).expand(2, 3, -1, -1)
+    assert torch.equal(mean_attention_distance(self_only, grid, patch=4), torch.zeros(3))
+    uniform = torch.full((1, 2, 1 + n, 1 + n), 1.0 / (1 + n))
+    expected = patch_distances(grid, patch=4).mean().float()
+    torch.testing.assert_close(mean_attention_distance(uniform, grid, patch=4), expected.expand(2))
+
+
+def test_patch_distances_are_in_pixels_between_centres():
+    from course_lib.vit import patch_distances
+
+    d = patch_distances((2, 2), patch=8)
+    assert d[0, 1] == 8 and d[0, 2] == 8 and torch.isclose(d[0, 3], torch.tensor(8 * 2**0.5, dtype=d.dtype))

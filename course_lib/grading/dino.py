@@ -1,0 +1,478 @@
+"""Random cases and likely mistakes for the DINOv2 exercises (chapter 10).
+
+* ``add_registers(patches, cls_token, registers, pos_embed)``: the DINOv2
+  token layout, positions on CLS and patches only, registers after CLS.
+* ``layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2)``: a pre-LN
+  block whose two residual branches are scaled channel by channel.
+* ``multi_crop(images, global_boxes, local_boxes, global_size, local_size)``:
+  crops cut from given boxes and resized bilinearly; a list of tensors,
+  compared crop by crop.
+* ``dino_loss(student_out, teacher_out, center, student_temp, teacher_temp)``:
+  the cross-entropy over pairs of different views; the teacher side sends no
+  gradient (checked with ``check_grad``).
+* ``update_center(center, teacher_out, momentum)``: the EMA of the teacher's
+  mean output.
+* ``ema_update(teacher, student, momentum)``: in place, returns None. It is
+  graded through a wrapper the hidden test defines (it copies both modules,
+  calls the learner's function and returns ``(returned None?, teacher
+  parameters after, student parameters after)``); :func:`reference_ema_result`
+  is the reference side of that wrapper.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from course_lib.dinov2 import add_registers, dino_loss, ema_update, multi_crop, update_center
+from course_lib.grading import Case, Mistake
+
+__all__ = [
+    "reference_add_registers", "register_cases", "REGISTER_MISTAKES",
+    "reference_layerscale_block", "layerscale_cases", "LAYERSCALE_MISTAKES",
+    "reference_multi_crop", "multi_crop_cases", "MULTI_CROP_MISTAKES",
+    "reference_dino_loss", "dino_loss_cases", "DINO_LOSS_MISTAKES",
+    "reference_update_center", "center_cases", "CENTER_MISTAKES",
+    "reference_ema_result", "ema_cases", "EMA_MISTAKES",
+]
+
+
+def _name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _randint(g: torch.Generator, low: int, high: int) -> int:
+    return int(torch.randint(low, high, (1,), generator=g))
+
+
+def _randn(g, *shape, dtype=torch.float64, scale=1.0) -> Tensor:
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype)
+
+
+# --------------------------------------------------------------------------
+# Exercise: registers
+# --------------------------------------------------------------------------
+def reference_add_registers(patches: Tensor, cls_token: Tensor, registers: Tensor, pos_embed: Tensor) -> Tensor:
+    return add_registers(patches, cls_token, registers, pos_embed)
+
+
+def register_cases(seed: int = 0, n: int = 16) -> list[Case]:
+    """Random ``(patches (B, N, D), cls (1, 1, D), registers (1, R, D), pos (1, 1 + N, D))``, R >= 1.
+
+    (R = 0 is left to the visible test: the gradient check cannot take an empty input.)"""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        b, n_p, d = _randint(g, 1, 4), _randint(g, 1, 10), [2, 3, 4, 8, 16][_randint(g, 0, 5)]
+        r = [1, 2, 4, 3][i % 4]
+        if i % 7 == 3:
+            r = n_p  # as many registers as patches: layout mistakes keep the shape
+        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        args = (_randn(g, b, n_p, d, dtype=dtype), _randn(g, 1, 1, d, dtype=dtype) + 2.0,
+                _randn(g, 1, r, d, dtype=dtype) - 1.0, _randn(g, 1, 1 + n_p, d, dtype=dtype, scale=0.5))
+        cases.append(Case(args, label=f"B={b}, N={n_p}, D={d}, R={r}, {_name(dtype)}"))
+    return cases
+
+
+def _cls_patches(p, c, pos):
+    return torch.cat([c.expand(p.shape[0], -1, -1), p], dim=1) + pos
+
+
+def _ins(x, regs, at=1):
+    return torch.cat([x[:, :at], regs.expand(x.shape[0], -1, -1), x[:, at:]], dim=1)
+
+
+REGISTER_MISTAKES = [
+    Mistake("the registers come before CLS: the order is CLS, registers, patches.",
+            lambda p, c, r, pos: _ins(_cls_patches(p, c, pos), r, at=0)),
+    Mistake("the registers come after the patches: the order is CLS, registers, patches.",
+            lambda p, c, r, pos: _ins(_cls_patches(p, c, pos), r, at=1 + p.shape[1])),
+    Mistake("CLS got no position: pos_embed[:, 0] belongs to CLS, pos_embed[:, 1:] to the patches.",
+            lambda p, c, r, pos: _ins(torch.cat([c.expand(p.shape[0], -1, -1), p + pos[:, 1:]], 1), r)),
+    Mistake("the patches got the positions shifted by one (pos_embed[:, :N]): pos_embed[:, 0] is CLS's.",
+            lambda p, c, r, pos: _ins(torch.cat([c.expand(p.shape[0], -1, -1) + pos[:, :1], p + pos[:, :-1]], 1), r)),
+    Mistake("the registers are missing from the sequence.", lambda p, c, r, pos: _cls_patches(p, c, pos)),
+    Mistake("the registers got CLS's position: registers carry no position at all.",
+            lambda p, c, r, pos: _ins(_cls_patches(p, c, pos), r + pos[:, :1])),
+    Mistake("no positions were added.",
+            lambda p, c, r, pos: _ins(torch.cat([c.expand(p.shape[0], -1, -1), p], 1), r)),
+    Mistake("CLS is missing from the sequence.",
+            lambda p, c, r, pos: torch.cat([r.expand(p.shape[0], -1, -1), p + pos[:, 1:]], 1)),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise: the LayerScale block
+# --------------------------------------------------------------------------
+def reference_layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2) -> Tensor:
+    """``h = x + gamma1 * attn(norm1(x))``; ``h + gamma2 * mlp(norm2(h))``."""
+    h = x + gamma1 * attn(norm1(x))
+    return h + gamma2 * mlp(norm2(h))
+
+
+def _frozen(module: nn.Module) -> nn.Module:
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return module.eval()
+
+
+def _block_modules(g: torch.Generator, n_tok: int, d: int):
+    state = torch.random.get_rng_state()
+    torch.manual_seed(_randint(g, 0, 2**31 - 1))
+    try:
+        attn = nn.Sequential(nn.Flatten(-2, -1), nn.Linear(n_tok * d, n_tok * d), nn.Tanh(),
+                             nn.Unflatten(-1, (n_tok, d)))
+        mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        norm1, norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        with torch.no_grad():
+            for m in list(attn) + list(mlp):
+                if isinstance(m, nn.Linear):
+                    m.weight.mul_(2.0)
+                    m.bias.normal_(0.0, 0.5)
+            for nm in (norm1, norm2):
+                nm.weight.uniform_(0.3, 2.5)
+                nm.bias.normal_(0.0, 0.7)
+    finally:
+        torch.random.set_rng_state(state)
+    return [_frozen(m.double()) for m in (attn, mlp, norm1, norm2)]
+
+
+def layerscale_cases(seed: int = 0, n: int = 12) -> list[Case]:
+    """Random ``(x, attn, mlp, norm1, norm2, gamma1, gamma2)``; gammas of different sizes and signs."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        batch = [(), (2,), (3,)][i % 3]
+        d, n_tok = [2, 4, 8][_randint(g, 0, 3)], _randint(g, 2, 6)
+        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        x = _randn(g, *batch, n_tok, d, dtype=dtype, scale=2.0)
+        g1 = _randn(g, d, dtype=dtype, scale=0.7) + 0.3
+        g2 = _randn(g, d, dtype=dtype, scale=0.7) - 0.4
+        if dtype == torch.float64:
+            attn, mlp, n1, n2 = _block_modules(g, n_tok, d)
+            what = "attn tanh(Linear over tokens), mlp Linear-GELU-Linear, affine LayerNorms"
+        else:
+            # torch callables only: a Python function defined in course_lib would count as calling the reference
+            attn = functools.partial(torch.cumsum, dim=-2)
+            mlp = torch.sin
+            n1 = functools.partial(F.layer_norm, normalized_shape=(d,))
+            n2 = functools.partial(F.rms_norm, normalized_shape=(d,))
+            what = "attn cumsum over tokens, mlp sin, norm1 layer_norm, norm2 rms"
+        cases.append(Case((x, attn, mlp, n1, n2, g1, g2), label=f"x {tuple(x.shape)}, {_name(dtype)}, {what}"))
+    return cases
+
+
+LAYERSCALE_MISTAKES = [
+    Mistake("gamma1 and gamma2 are swapped: gamma1 scales the attention branch, gamma2 the MLP branch.",
+            lambda x, a, m, n1, n2, g1, g2: reference_layerscale_block(x, a, m, n1, n2, g2, g1)),
+    Mistake("the gamma scales the skip as well (gamma * (x + branch)): it multiplies the branch only.",
+            lambda x, a, m, n1, n2, g1, g2: (lambda h: g2 * (h + m(n2(h))))(g1 * (x + a(n1(x))))),
+    Mistake("the gamma scales the branch's input (attn(norm1(x) * gamma1)): it multiplies the branch's output.",
+            lambda x, a, m, n1, n2, g1, g2: (lambda h: h + m(n2(h) * g2))(x + a(n1(x) * g1))),
+    Mistake("only the attention branch is scaled: the MLP branch gets gamma2.",
+            lambda x, a, m, n1, n2, g1, g2: (lambda h: h + m(n2(h)))(x + g1 * a(n1(x)))),
+    Mistake("only the MLP branch is scaled: the attention branch gets gamma1.",
+            lambda x, a, m, n1, n2, g1, g2: (lambda h: h + g2 * m(n2(h)))(x + a(n1(x)))),
+    Mistake("the gammas are not used at all.",
+            lambda x, a, m, n1, n2, g1, g2: (lambda h: h + m(n2(h)))(x + a(n1(x)))),
+    Mistake("the MLP reads x instead of h: the sublayers run in sequence.",
+            lambda x, a, m, n1, n2, g1, g2: x + g1 * a(n1(x)) + g2 * m(n2(x))),
+    Mistake("the norms are swapped: norm1 goes before attn, norm2 before mlp.",
+            lambda x, a, m, n1, n2, g1, g2: reference_layerscale_block(x, a, m, n2, n1, g1, g2)),
+    Mistake("the skip is missing: the block adds each scaled branch to its input.",
+            lambda x, a, m, n1, n2, g1, g2: g2 * m(n2(g1 * a(n1(x))))),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise: multi-crop
+# --------------------------------------------------------------------------
+def reference_multi_crop(images, global_boxes, local_boxes, global_size, local_size) -> list[Tensor]:
+    return multi_crop(images, global_boxes, local_boxes, global_size, local_size)
+
+
+def _boxes(g, n_crops, b, h, w, lo, hi) -> Tensor:
+    """Non-square boxes with lo <= side fraction <= hi, every corner inside the image."""
+    bh = (torch.rand(n_crops, b, generator=g) * (hi - lo) * h + lo * h).long().clamp(1, h)
+    bw = (torch.rand(n_crops, b, generator=g) * (hi - lo) * w + lo * w).long().clamp(1, w)
+    bw = torch.where(bw == bh, (bw % w) + 1, bw).clamp(1, w)  # make height and width differ where possible
+    top = (torch.rand(n_crops, b, generator=g) * (h - bh + 1)).long().clamp(max=h - bh)
+    left = (torch.rand(n_crops, b, generator=g) * (w - bw + 1)).long().clamp(max=w - bw)
+    return torch.stack([top, left, bh, bw], dim=-1)
+
+
+def multi_crop_cases(seed: int = 0, n: int = 16) -> list[Case]:
+    """Random images (non-square, 1 or 3 channels), 1-2 global and 0-4 local boxes, up- and down-sizing."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        b, c = _randint(g, 1, 4), [1, 3][i % 2]
+        h, w = _randint(g, 8, 20), _randint(g, 8, 20)
+        if i == 0:
+            h, w = 12, 16
+        n_g, n_l = [2, 1, 2, 2][i % 4], [4, 2, 0, 3, 1][i % 5]
+        gs, ls = _randint(g, 6, 17), _randint(g, 3, 8)
+        dtype = torch.float64 if i % 3 == 0 else torch.float32
+        images = torch.rand(b, c, h, w, generator=g, dtype=torch.float64).to(dtype)
+        gb = _boxes(g, n_g, b, h, w, 0.5, 1.0)
+        lb = _boxes(g, n_l, b, h, w, 0.2, 0.6)
+        cases.append(Case((images, gb, lb, gs, ls),
+                          label=f"images {tuple(images.shape)} {_name(dtype)}, {n_g} global -> {gs}px, "
+                                f"{n_l} local -> {ls}px"))
+    return cases
+
+
+def _crop_variant(images, boxes, size, *, swap_tl=False, swap_hw=False, extra=0, mode="bilinear",
+                  align=False, antialias=False, first_image=False):
+    out = []
+    for k, img in enumerate(images):
+        top, left, bh, bw = boxes[0 if first_image else k].tolist()
+        if swap_tl:
+            top, left = left, top
+        if swap_hw:
+            bh, bw = bw, bh
+        crop = img[:, top:top + bh + extra, left:left + bw + extra]
+        kw = dict(align_corners=align, antialias=antialias) if mode == "bilinear" else {}
+        out.append(F.interpolate(crop[None], size=(size, size), mode=mode, **kw)[0])
+    return torch.stack(out)
+
+
+def _mc(**kw):
+    def variant(images, gbs, lbs, gs, ls):
+        return ([_crop_variant(images, b, gs, **kw) for b in gbs] + [_crop_variant(images, b, ls, **kw) for b in lbs])
+    return variant
+
+
+MULTI_CROP_MISTAKES = [
+    Mistake("the box was read as (left, top, width, height): it is (top, left, height, width), rows first.",
+            _mc(swap_tl=True, swap_hw=True)),
+    Mistake("a box is (top, left, height, width): top is the row (first spatial axis), left the column.",
+            _mc(swap_tl=True)),
+    Mistake("height and width are swapped: rows top:top + height, columns left:left + width.",
+            _mc(swap_hw=True)),
+    Mistake("the crop is one pixel too large: Python slices exclude the end, top:top + height.", _mc(extra=1)),
+    Mistake("the local crops come first: return the global crops, then the local ones.",
+            lambda images, gbs, lbs, gs, ls: _mc()(images, lbs[:0], lbs, gs, ls) + _mc()(images, gbs, lbs[:0], gs, ls)),
+    Mistake("every crop is resized to the global size: local crops go to local_size.",
+            lambda images, gbs, lbs, gs, ls: _mc()(images, gbs, lbs, gs, gs)),
+    Mistake("the resize uses align_corners=True: use bilinear with align_corners=False.", _mc(align=True)),
+    Mistake("the resize uses nearest-neighbour interpolation: use bilinear.", _mc(mode="nearest")),
+    Mistake("the resize is antialiased: use plain bilinear (antialias=False).", _mc(antialias=True)),
+    Mistake("every image was cut with the first image's box: box [k, b] is for image b.", _mc(first_image=True)),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise: the DINO loss
+# --------------------------------------------------------------------------
+def reference_dino_loss(student_out, teacher_out, center, student_temp, teacher_temp) -> Tensor:
+    return dino_loss(student_out, teacher_out, center, student_temp, teacher_temp)
+
+
+def dino_loss_cases(seed: int = 0, n: int = 16) -> list[Case]:
+    """Random ``(student (n_s, B, K), teacher (n_t, B, K), center, ts, tt)``; center (K,) or (1, K)."""
+    g = torch.Generator().manual_seed(seed)
+    crops = [(2, 2), (2, 6), (1, 3), (2, 4), (3, 5), (2, 3)]
+    cases = []
+    for i in range(n):
+        n_t, n_s = crops[i % len(crops)]
+        b, k = _randint(g, 1, 6), _randint(g, 3, 20)
+        if i == 0:
+            b = 3  # the first case has a real batch: batch mistakes show in the values
+        if i % 5 == 2:
+            k = b  # a square (batch, K): a softmax over the wrong axis keeps the shape
+        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        student = _randn(g, n_s, b, k, dtype=dtype)
+        teacher = _randn(g, n_t, b, k, dtype=dtype)
+        center = _randn(g, *((k,) if i % 3 else (1, k)), dtype=dtype, scale=0.8)
+        ts = [0.1, 0.2, 0.5, 1.0][_randint(g, 0, 4)]
+        tt = [0.04, 0.07, 0.3][_randint(g, 0, 3)]
+        cases.append(Case((student, teacher, center, ts, tt),
+                          label=f"n_s={n_s}, n_t={n_t}, B={b}, K={k}, student_temp={ts}, teacher_temp={tt}, "
+                                f"center {tuple(center.shape)}, {_name(dtype)}"))
+    return cases
+
+
+def _loss(s, t, c, ts, tt, *, same=False, center=True, c_sign=-1.0, t_temp=True, s_temp=True, t_axis=-1,
+          batch_sum=False, all_pairs_mean=False, swap=False, last=False):
+    if center:
+        t = t + c_sign * c
+    p_t = F.softmax(t / (tt if t_temp else 1.0), dim=t_axis)
+    log_p_s = F.log_softmax(s / (ts if s_temp else 1.0), dim=-1)
+    if swap:
+        p_t, log_p_s = F.softmax(s / ts, dim=-1), F.log_softmax(t / tt, dim=-1)
+        ce = -torch.einsum("sbk,tbk->ts", p_t, log_p_s)
+    else:
+        ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s)
+    ce = ce if batch_sum else ce / s.shape[1]
+    n_t, n_s = ce.shape
+    offset = n_s - n_t if last else 0
+    differ = torch.ones(n_t, n_s, dtype=torch.bool)
+    if not same:
+        for i in range(n_t):
+            differ[i, i + offset] = False
+    if all_pairs_mean:
+        return (ce * differ).sum() / (n_t * n_s)
+    return ce[differ].mean()
+
+
+DINO_LOSS_MISTAKES = [
+    Mistake("pairs of the same view are included: skip the pairs where teacher crop i and student crop i are "
+            "the same view.", lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, same=True)),
+    Mistake("the center is not subtracted from the teacher's output before its softmax.",
+            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, center=False)),
+    Mistake("the center is added to the teacher's output: subtract it.",
+            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, c_sign=1.0)),
+    Mistake("the temperatures are swapped: the teacher divides by teacher_temp, the student by student_temp.",
+            lambda s, t, c, ts, tt: _loss(s, t, c, tt, ts)),
+    Mistake("the teacher's temperature is missing: softmax((t - center) / teacher_temp).",
+            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, t_temp=False)),
+    Mistake("the student's temperature is missing: log_softmax(s / student_temp).",
+            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, s_temp=False)),
+    Mistake("the teacher's softmax runs over the batch axis: it runs over the K prototypes (last axis).",
+            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, t_axis=-2)),
+    Mistake("the cross-entropy is summed over the batch: average it over the batch.",
+            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, batch_sum=True)),
+    Mistake("the average divides by all n_t * n_s pairs: average over the pairs of different views only.",
+            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, all_pairs_mean=True)),
+    Mistake("teacher and student are swapped (softmax of the student, log-softmax of the teacher).",
+            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, center=False, swap=True)),
+    Mistake("the center is subtracted from the student's output too: only the teacher is centered.",
+            lambda s, t, c, ts, tt: _loss(s - c, t, c, ts, tt)),
+    Mistake("teacher and student are swapped (softmax of the student, log-softmax of the centered teacher).",
+            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, swap=True)),
+    Mistake("the teacher's crops were matched with the last student crops: they are the first n_t.",
+            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, last=True)),
+    Mistake("the sign is flipped: the cross-entropy is -sum p_t log p_s, a positive number.",
+            lambda s, t, c, ts, tt: -_loss(s, t, c, ts, tt)),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise: the center update
+# --------------------------------------------------------------------------
+def reference_update_center(center, teacher_out, momentum) -> Tensor:
+    return update_center(center, teacher_out, momentum)
+
+
+def center_cases(seed: int = 0, n: int = 20) -> list[Case]:
+    """Random ``(center (K,) or (1, K), teacher_out (n_t, B, K), momentum)``; momentum 0 and 1 included."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        n_t, b, k = _randint(g, 1, 4), _randint(g, 1, 6), _randint(g, 2, 12)
+        if i % 4 == 1:
+            b = k
+        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        center = _randn(g, *((1, k) if i % 3 else (k,)), dtype=dtype)
+        teacher = _randn(g, n_t, b, k, dtype=dtype, scale=1.5) + 0.5
+        m = [0.9, 0.5, 0.99, 0.0, 1.0, 0.7][i % 6]
+        cases.append(Case((center, teacher, m), label=f"center {tuple(center.shape)}, teacher_out "
+                                                       f"{tuple(teacher.shape)}, momentum={m}, {_name(dtype)}"))
+    return cases
+
+
+def _mean_k(t):
+    return t.reshape(-1, t.shape[-1]).mean(0)
+
+
+CENTER_MISTAKES = [
+    Mistake("momentum is on the wrong term: center * momentum + batch_mean * (1 - momentum).",
+            lambda c, t, m: c * (1 - m) + _mean_k(t).reshape(c.shape) * m),
+    Mistake("the mean runs over the prototypes (last axis): average over crops and batch, keep K.",
+            lambda c, t, m: c * m + t.mean(-1).mean() * (1 - m)),
+    Mistake("the teacher outputs are summed: the center is an average.",
+            lambda c, t, m: c * m + t.reshape(-1, t.shape[-1]).sum(0).reshape(c.shape) * (1 - m)),
+    Mistake("only the first crop was averaged: average over every crop and every image.",
+            lambda c, t, m: c * m + t[0].mean(0).reshape(c.shape) * (1 - m)),
+    Mistake("the center was replaced by the batch mean: it is a moving average.",
+            lambda c, t, m: _mean_k(t).reshape(c.shape)),
+    Mistake("the batch mean is subtracted: new = momentum * center + (1 - momentum) * mean.",
+            lambda c, t, m: c * m - _mean_k(t).reshape(c.shape) * (1 - m)),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise: the EMA teacher
+# --------------------------------------------------------------------------
+def _params(module: nn.Module) -> list[Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def reference_ema_result(teacher: nn.Module, student: nn.Module, momentum: float):
+    """``(True, teacher parameters after, student parameters)``: the reference side of the hidden test's wrapper."""
+    teacher, student = copy.deepcopy(teacher), copy.deepcopy(student)
+    ema_update(teacher, student, momentum)
+    return (True, _params(teacher), _params(student))
+
+
+def _make_pair(g: torch.Generator, kind: int, dtype, teacher_grad: bool):
+    state = torch.random.get_rng_state()
+    torch.manual_seed(_randint(g, 0, 2**31 - 1))
+    try:
+        def build():
+            if kind == 0:
+                return nn.Linear(_randint(g, 1, 5), _randint(g, 1, 5))
+            if kind == 1:
+                return nn.Sequential(nn.Linear(4, 6), nn.GELU(), nn.LayerNorm(6), nn.Linear(6, 3, bias=False))
+            return nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.Flatten(), nn.Linear(12, 2))
+        teacher = build()
+        student = copy.deepcopy(teacher)
+        with torch.no_grad():
+            for p in student.parameters():
+                p.add_(torch.randn_like(p))
+    finally:
+        torch.random.set_rng_state(state)
+    teacher, student = teacher.to(dtype), student.to(dtype)
+    for p in teacher.parameters():
+        p.requires_grad_(teacher_grad)
+    return teacher, student
+
+
+def ema_cases(seed: int = 0, n: int = 12) -> list[Case]:
+    """Random ``(teacher, student, momentum)`` module pairs of the same structure; momentum 0 and 1 included."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        kind = i % 3
+        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        teacher_grad = i % 4 >= 2
+        teacher, student = _make_pair(g, kind, dtype, teacher_grad)
+        m = [0.996, 0.5, 0.9, 0.0, 1.0, 0.75][i % 6]
+        what = ["Linear", "Linear-GELU-LayerNorm-Linear", "Conv2d-BatchNorm2d-Linear"][kind]
+        cases.append(Case((teacher, student, m), label=f"{what}, momentum={m}, {_name(dtype)}, "
+                                                       f"teacher requires_grad={teacher_grad}"))
+    return cases
+
+
+def _ema_variant(fn):
+    def variant(teacher, student, m):
+        teacher, student = copy.deepcopy(teacher), copy.deepcopy(student)
+        with torch.no_grad():
+            for pt, ps in zip(teacher.parameters(), student.parameters()):
+                pt.copy_(fn(pt, ps, m))
+        return (True, _params(teacher), _params(student))
+    return variant
+
+
+EMA_MISTAKES = [
+    Mistake("momentum is on the wrong term: theta_t <- m * theta_t + (1 - m) * theta_s.",
+            _ema_variant(lambda t, s, m: (1 - m) * t + m * s)),
+    Mistake("the teacher's parameters did not change: update them in place (p.mul_(m).add_(...), "
+            "or p.copy_(...)); rebinding a name (p = ...) changes nothing.",
+            _ema_variant(lambda t, s, m: t)),
+    Mistake("the teacher became a copy of the student: the update mixes both with the momentum.",
+            _ema_variant(lambda t, s, m: s)),
+    Mistake("the student was moved towards the teacher: update the teacher, leave the student as it is.",
+            lambda t, s, m: (True, _params(t), [m * ps + (1 - m) * pt for pt, ps in zip(_params(t), _params(s))])),
+    Mistake("only the weights were updated: every parameter (biases, norm gains...) follows the student.",
+            lambda t, s, m: (True, [m * pt + (1 - m) * ps if n.endswith("weight") else pt
+                                    for (n, pt), ps in zip([(n, p.detach().clone()) for n, p in t.named_parameters()],
+                                                           _params(s))], _params(s))),
+    Mistake("the function returned something: it works in place and returns None.",
+            lambda t, s, m: (False,) + reference_ema_result(t, s, m)[1:]),
+]

@@ -1,0 +1,328 @@
+"""Random cases and likely mistakes for the Vision Transformer exercises (chapter 09).
+
+Cases cover batch sizes 1-3, one and three channels, square and non-square
+images, patches from 1 pixel to the whole image, float32 and float64. Each
+:class:`~course_lib.grading.Mistake` is a plausible wrong implementation written
+as a variant of the reference; the grader names it when a learner's result
+matches it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from course_lib.blocks import BlockConfig, EncoderBlock
+from course_lib.grading import Case, Mistake
+from course_lib.positional import resample_pos_embed
+
+#: routines that would cut or project the patches for the learner.
+UNFOLD: tuple = (F.unfold, F.fold)
+CONVOLUTION: tuple = (F.conv2d, torch.conv2d, torch.convolution, torch.conv_transpose2d, F.unfold, F.fold)
+
+
+def _dtype(i: int) -> torch.dtype:
+    return torch.float64 if i % 3 == 0 else torch.float32
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _image_shape(g: torch.Generator, i: int) -> tuple[int, int, int, int, int]:
+    """(B, C, H, W, P) with H and W multiples of P, non-square about half the time."""
+    p = [1, 2, 3, 4, 8][i % 5]
+    gh, gw = (int(x) for x in torch.randint(1, 5, (2,), generator=g))
+    if i % 4 == 1:
+        gw = gh + 1  # certainly non-square
+    if i % 7 == 6:
+        gh = gw = 1  # one patch covers the image
+    b = [1, 2, 3][i % 3]
+    c = [3, 1, 2][i % 3] if i % 2 else 3
+    return b, c, gh * p, gw * p, p
+
+
+# --------------------------------------------------------------------------
+# Exercise 1: patchify
+# --------------------------------------------------------------------------
+def patchify_cases(seed: int = 0, n: int = 20) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        b, c, h, w, p = _image_shape(g, i)
+        dtype = _dtype(i)
+        images = torch.randn(b, c, h, w, generator=g, dtype=torch.float64).to(dtype)
+        cases.append(Case((images, p), label=f"images {(b, c, h, w)}, patch {p}, {_name(dtype)}"))
+    return cases
+
+
+def _patchify_perm(images: Tensor, patch: int, perm: tuple, grid_major: str = "row") -> Tensor:
+    b, c, h, w = images.shape
+    x = images.reshape(b, c, h // patch, patch, w // patch, patch).permute(*perm)
+    return x.reshape(b, (h // patch) * (w // patch), c * patch * patch)
+
+
+PATCHIFY_MISTAKES = [
+    Mistake("each patch vector is ordered (row, column, channel); the course orders it (channel, row, column), "
+            "the order of a flattened Conv2d weight: permute to (B, gh, gw, C, P, P).",
+            lambda x, p: _patchify_perm(x, p, (0, 2, 4, 3, 5, 1))),
+    Mistake("the patches come out in column-major order (all of column 0 first); the grid must be read row by "
+            "row: (B, gh, gw, ...), not (B, gw, gh, ...).",
+            lambda x, p: _patchify_perm(x, p, (0, 4, 2, 1, 3, 5))),
+    Mistake("inside a patch, rows and columns are swapped: the vector must be ordered (channel, row, column).",
+            lambda x, p: _patchify_perm(x, p, (0, 2, 4, 1, 5, 3))),
+    Mistake("a plain reshape without a permute does not cut square patches: it takes runs of consecutive pixels. "
+            "Reshape to (B, C, gh, P, gw, P), permute, then reshape.",
+            lambda x, p: x.reshape(x.shape[0], (x.shape[2] // p) * (x.shape[3] // p), -1)),
+    Mistake("the channel axis was moved after the grid but the pixels were not: check the permute order "
+            "(0, 2, 4, 1, 3, 5).",
+            lambda x, p: _patchify_perm(x, p, (0, 2, 4, 1, 3, 5)).reshape(x.shape[0], -1, x.shape[1], p * p)
+            .transpose(2, 3).reshape(x.shape[0], -1, x.shape[1] * p * p)),
+    Mistake("the result is (B, C*P*P, N), patches along the last axis, as F.unfold returns it; "
+            "transpose to (B, N, C*P*P).",
+            lambda x, p: _patchify_perm(x, p, (0, 2, 4, 1, 3, 5)).transpose(1, 2)),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise 2: patch embedding as a linear map
+# --------------------------------------------------------------------------
+def patch_embed_reference(images: Tensor, weight: Tensor, bias: Tensor, patch: int) -> Tensor:
+    """The strided convolution of a ViT's patch embedding, ``(B, N, D)``."""
+    return F.conv2d(images, weight, bias, stride=patch).flatten(2).transpose(1, 2)
+
+
+def patch_embed_cases(seed: int = 0, n: int = 20) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        b, c, h, w, p = _image_shape(g, i)
+        d = [4, 5, 8, 16][i % 4]
+        dtype = _dtype(i)
+        rnd = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
+        images, weight, bias = rnd(b, c, h, w), rnd(d, c, p, p) / p, rnd(d)
+        cases.append(Case((images, weight, bias, p),
+                          label=f"images {(b, c, h, w)}, patch {p}, dim {d}, {_name(dtype)}"))
+    return cases
+
+
+def _embed(x, w, b, p, perm=(0, 2, 4, 1, 3, 5), wflat=None):
+    patches = _patchify_perm(x, p, perm)
+    wf = w.reshape(w.shape[0], -1) if wflat is None else wflat
+    return patches @ wf.T + (b if b is not None else 0)
+
+
+PATCH_EMBED_MISTAKES = [
+    Mistake("the bias is missing: add it to every patch's projection.", lambda x, w, b, p: _embed(x, w, None, p)),
+    Mistake("the weight was flattened as (D, P, P, C) but the patches as (C, P, P): both must use the same "
+            "(channel, row, column) order, the order of weight.reshape(D, -1).",
+            lambda x, w, b, p: _embed(x, w, b, p, wflat=w.permute(0, 2, 3, 1).reshape(w.shape[0], -1))),
+    Mistake("the patches are flattened (row, column, channel) while the weight is (channel, row, column).",
+            lambda x, w, b, p: _embed(x, w, b, p, perm=(0, 2, 4, 3, 5, 1))),
+    Mistake("the patches come out in column-major grid order; read the grid row by row.",
+            lambda x, w, b, p: _embed(x, w, b, p, perm=(0, 4, 2, 1, 3, 5))),
+    Mistake("each patch's rows and columns are swapped relative to the kernel's (weight[d, c, row, col]).",
+            lambda x, w, b, p: _embed(x, w, b, p, perm=(0, 2, 4, 1, 5, 3))),
+    Mistake("a reshape without a permute does not cut square patches.",
+            lambda x, w, b, p: x.reshape(x.shape[0], -1, w[0].numel()) @ w.reshape(w.shape[0], -1).T + b),
+    Mistake("the weight was reshaped to (C*P*P, D) instead of being flattened to (D, C*P*P) and transposed: "
+            "a reshape is not a transpose.",
+            lambda x, w, b, p: _embed(x, w, b, p, wflat=w.reshape(-1, w.shape[0]).T)),
+    Mistake("the result is (B, D, N), the layout of the conv's output; the tokens are (B, N, D).",
+            lambda x, w, b, p: _embed(x, w, b, p).transpose(1, 2)),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise 3: CLS token and positions
+# --------------------------------------------------------------------------
+def cls_pos_cases(seed: int = 0, n: int = 20) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        b = [1, 2, 3, 5][i % 4]
+        n_patches = [1, 4, 6, 9, 16][i % 5]
+        d = [2, 4, 8, 12][i % 4]
+        dtype = _dtype(i)
+        rnd = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
+        cases.append(Case((rnd(b, n_patches, d), rnd(1, 1, d), rnd(1, 1 + n_patches, d)),
+                          label=f"patches {(b, n_patches, d)}, {_name(dtype)}"))
+    return cases
+
+
+def _cat(cls, patches):
+    return torch.cat([cls.expand(patches.shape[0], -1, -1), patches], dim=1)
+
+
+CLS_POS_MISTAKES = [
+    Mistake("the CLS token is appended at the end; it goes first, at index 0.",
+            lambda x, c, pe: torch.cat([x, c.expand(x.shape[0], -1, -1)], dim=1) + pe),
+    Mistake("the positions are missing.", lambda x, c, pe: _cat(c, x)),
+    Mistake("the CLS token gets no position: entry 0 of pos_embed belongs to it.",
+            lambda x, c, pe: _cat(c, x) + torch.cat([torch.zeros_like(pe[:, :1]), pe[:, 1:]], dim=1)),
+    Mistake("positions are off by one: the patches got pos_embed[:, :N] instead of pos_embed[:, 1:].",
+            lambda x, c, pe: _cat(c + pe[:, -1:], x + pe[:, :-1])),
+    Mistake("the CLS token replaced the first patch instead of being prepended.",
+            lambda x, c, pe: torch.cat([c.expand(x.shape[0], -1, -1), x[:, 1:]], dim=1) + pe[:, :x.shape[1]]),
+    Mistake("concatenated along the feature axis instead of the token axis.",
+            lambda x, c, pe: torch.cat([c.expand(x.shape[0], x.shape[1], -1), x], dim=2)),
+    Mistake("the positions are added twice.", lambda x, c, pe: _cat(c, x) + 2 * pe),
+    Mistake("only the first image got the CLS token: expand it over the whole batch.",
+            lambda x, c, pe: torch.cat([_cat(c, x)[:1], torch.cat([torch.zeros_like(x[1:, :1]), x[1:]], dim=1)]) + pe),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise 4: the whole forward pass from given blocks
+# --------------------------------------------------------------------------
+def _frozen(module: nn.Module) -> nn.Module:
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return module.eval()
+
+
+def vit_parts(g: torch.Generator, c: int, p: int, grid: tuple[int, int], dim: int, depth: int, heads: int,
+              classes: int, dtype: torch.dtype):
+    """Random frozen parts of a small ViT: ``(patch_proj, cls_token, pos_embed, blocks, norm, head)``."""
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
+    proj = nn.Conv2d(c, dim, kernel_size=p, stride=p)
+    cfg = BlockConfig(dim=dim, n_heads=heads, mlp_hidden=2 * dim, norm_eps=1e-6, attn_impl="eager")
+    blocks = nn.ModuleList(EncoderBlock(cfg) for _ in range(depth))
+    norm, head = nn.LayerNorm(dim, eps=1e-6), nn.Linear(dim, classes)
+    with torch.no_grad():
+        for m in (proj, blocks, norm, head):
+            for prm in m.parameters():
+                prm.add_(torch.randn(prm.shape, generator=g) * 0.3)
+    mods = [_frozen(m.to(dtype)) for m in (proj, blocks, norm, head)]
+    n = grid[0] * grid[1]
+    cls = torch.randn(1, 1, dim, generator=g, dtype=torch.float64).to(dtype)
+    pos = torch.randn(1, 1 + n, dim, generator=g, dtype=torch.float64).to(dtype)
+    return mods[0], cls, pos, mods[1], mods[2], mods[3]
+
+
+def vit_forward_cases(seed: int = 0, n: int = 8) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        p = [2, 4, 8][i % 3]
+        grid = [(2, 2), (2, 3), (4, 4), (3, 1), (1, 1)][i % 5]
+        b, c = [1, 2, 3][i % 3], [3, 1][i % 2]
+        dim, heads = [(8, 2), (16, 4), (12, 3)][i % 3]
+        depth, classes = [1, 2][i % 2], [3, 5, 10][i % 3]
+        dtype = _dtype(i)
+        parts = vit_parts(g, c, p, grid, dim, depth, heads, classes, dtype)
+        images = torch.randn(b, c, grid[0] * p, grid[1] * p, generator=g, dtype=torch.float64).to(dtype)
+        cases.append(Case((images,) + parts, label=f"images {tuple(images.shape)}, patch {p}, dim {dim}, "
+                                                   f"{depth} block(s), {_name(dtype)}"))
+    return cases
+
+
+def _tokens(x, proj, c, pe, blocks, pos=True, flatten="row", pre_norm=None, extra_residual=False):
+    f = proj(x)
+    if flatten == "row":
+        t = f.flatten(2).transpose(1, 2)
+    elif flatten == "column":
+        t = f.transpose(2, 3).flatten(2).transpose(1, 2)
+    else:  # a reshape that mixes features and patches
+        t = f.reshape(f.shape[0], -1, f.shape[1])
+    t = _cat(c, t)
+    t = t + pe if pos else t
+    if pre_norm is not None:
+        t = pre_norm(t)
+    for blk in blocks:
+        t = t + blk(t) if extra_residual else blk(t)
+    return t
+
+
+VIT_FORWARD_MISTAKES = [
+    Mistake("the final LayerNorm is missing: normalize the tokens before the head (eq. 4).",
+            lambda x, pr, c, pe, bl, nm, hd: hd(_tokens(x, pr, c, pe, bl)[:, 0])),
+    Mistake("the head reads the last token; the CLS token is token 0.",
+            lambda x, pr, c, pe, bl, nm, hd: hd(nm(_tokens(x, pr, c, pe, bl))[:, -1])),
+    Mistake("the head reads the mean of the tokens; this ViT classifies from the CLS token alone.",
+            lambda x, pr, c, pe, bl, nm, hd: hd(nm(_tokens(x, pr, c, pe, bl)).mean(1))),
+    Mistake("the position embeddings are not added.",
+            lambda x, pr, c, pe, bl, nm, hd: hd(nm(_tokens(x, pr, c, pe, bl, pos=False))[:, 0])),
+    Mistake("the blocks run in reverse order.",
+            lambda x, pr, c, pe, bl, nm, hd: hd(nm(_tokens(x, pr, c, pe, list(bl)[::-1]))[:, 0])),
+    Mistake("only the first block is applied.",
+            lambda x, pr, c, pe, bl, nm, hd: hd(nm(_tokens(x, pr, c, pe, list(bl)[:1]))[:, 0])),
+    Mistake("the head is applied to every token, or the CLS token was not selected: return (B, num_classes).",
+            lambda x, pr, c, pe, bl, nm, hd: hd(nm(_tokens(x, pr, c, pe, bl)))),
+    Mistake("only the last block is applied (each block must read the previous block's output).",
+            lambda x, pr, c, pe, bl, nm, hd: hd(nm(_tokens(x, pr, c, pe, list(bl)[-1:]))[:, 0])),
+    Mistake("the patch grid was flattened column by column; (B, D, gh, gw).flatten(2) reads it row by row.",
+            lambda x, pr, c, pe, bl, nm, hd: hd(nm(_tokens(x, pr, c, pe, bl, flatten="column"))[:, 0])),
+    Mistake("the conv output (B, D, gh, gw) was reshaped straight to (B, N, D), which mixes features and patches: "
+            "flatten(2) then transpose(1, 2).",
+            lambda x, pr, c, pe, bl, nm, hd: hd(nm(_tokens(x, pr, c, pe, bl, flatten="reshape"))[:, 0])),
+    Mistake("the LayerNorm is applied before the blocks; it belongs after the last block, before the head.",
+            lambda x, pr, c, pe, bl, nm, hd: hd(_tokens(x, pr, c, pe, bl, pre_norm=nm)[:, 0])),
+    Mistake("a second residual connection was added around each block; the blocks already contain theirs.",
+            lambda x, pr, c, pe, bl, nm, hd: hd(nm(_tokens(x, pr, c, pe, bl, extra_residual=True))[:, 0])),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise 5: position-embedding interpolation
+# --------------------------------------------------------------------------
+def interpolate_reference(pos_embed: Tensor, old_grid: tuple[int, int], new_grid: tuple[int, int]) -> Tensor:
+    """:func:`course_lib.positional.resample_pos_embed` with one prefix (CLS) entry, bicubic."""
+    return resample_pos_embed(pos_embed, tuple(new_grid), old_grid=tuple(old_grid), num_prefix_tokens=1, mode="bicubic")
+
+
+def interpolate_cases(seed: int = 0, n: int = 16) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    pairs = [((2, 2), (4, 4)), ((3, 3), (5, 5)), ((2, 3), (4, 6)), ((4, 4), (2, 2)), ((3, 2), (3, 5)),
+             ((4, 3), (6, 4)), ((2, 2), (2, 2)), ((1, 3), (2, 5))]
+    cases = []
+    for i in range(n):
+        old, new = pairs[i % len(pairs)]
+        d = [3, 4, 8, 6][i % 4]
+        pe = torch.randn(1, 1 + old[0] * old[1], d, generator=g)
+        cases.append(Case((pe, old, new), label=f"pos_embed {tuple(pe.shape)}, grid {old} -> {new}, float32"))
+    return cases
+
+
+def _interp(pe, old, new, mode="bicubic", align=False, swap=False, cls=True, no_permute=False, cls_last=False):
+    prefix, grid = pe[:, :1], pe[:, 1:]
+    d = grid.shape[-1]
+    if swap == "both":
+        old, new, swap = (old[1], old[0]), (new[1], new[0]), False
+    if no_permute:
+        img = grid.reshape(1, d, old[0], old[1])
+    else:
+        img = grid.reshape(1, old[0], old[1], d).permute(0, 3, 1, 2)
+    size = (new[1], new[0]) if swap else tuple(new)
+    kw = dict(align_corners=align) if mode in ("bilinear", "bicubic") else {}
+    img = F.interpolate(img.float(), size=size, mode=mode, **kw)
+    out = img.reshape(1, d, -1).transpose(1, 2) if no_permute else img.permute(0, 2, 3, 1).reshape(1, -1, d)
+    out = out.to(pe.dtype)
+    if cls_last:
+        return torch.cat([out, prefix], dim=1)
+    return torch.cat([prefix, out], dim=1) if cls else out
+
+
+INTERPOLATE_MISTAKES = [
+    Mistake("bilinear interpolation; the course (like ViT and DINOv2) resamples bicubically.",
+            lambda pe, o, n: _interp(pe, o, n, mode="bilinear")),
+    Mistake("align_corners=True; the course uses align_corners=False (pixel centres, as timm).",
+            lambda pe, o, n: _interp(pe, o, n, align=True)),
+    Mistake("nearest-neighbour resizing; use mode='bicubic'.", lambda pe, o, n: _interp(pe, o, n, mode="nearest")),
+    Mistake("height and width are swapped: the grid is (rows, columns) = (gh, gw).",
+            lambda pe, o, n: _interp(pe, o, n, swap=True)),
+    Mistake("the CLS entry is missing from the result: keep pos_embed[:, :1] and put it back in front.",
+            lambda pe, o, n: _interp(pe, o, n, cls=False)),
+    Mistake("the grid was reshaped straight to (1, D, gh, gw) without a permute, which mixes features and positions.",
+            lambda pe, o, n: _interp(pe, o, n, no_permute=True)),
+    Mistake("height and width are swapped: old_grid and new_grid are (rows, columns) = (gh, gw), and the grid "
+            "reshapes to (1, gh, gw, D).", lambda pe, o, n: _interp(pe, o, n, swap="both")),
+    Mistake("the CLS entry is put back at the end; it stays at index 0.",
+            lambda pe, o, n: _interp(pe, o, n, cls_last=True)),
+    Mistake("the positions were interpolated as a 1-D sequence; they form a 2-D grid: reshape to "
+            "(1, D, gh, gw) and resize both sides.",
+            lambda pe, o, n: torch.cat([pe[:, :1], F.interpolate(pe[:, 1:].transpose(1, 2).float(), size=n[0] * n[1],
+                                                                 mode="linear", align_corners=False)
+                                        .transpose(1, 2).to(pe.dtype)], dim=1)),
+]
