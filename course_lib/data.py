@@ -129,10 +129,10 @@ SHAPES = ("square", "circle", "triangle", "cross")
 """Class names of :func:`shapes_dataset`; label ``k`` is ``SHAPES[k]``."""
 
 
-def shapes_dataset(
+def shapes_with_masks(
     n: int, size: int = 32, generator: torch.Generator | None = None, *, noise: float = 0.05
-) -> tuple[Tensor, Tensor]:
-    """``n`` images of one coloured shape each, on a noisy coloured background.
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``n`` images of one coloured shape each, on a noisy coloured background, with the shapes' masks.
 
     Each image draws a class from :data:`SHAPES`, a half-width ``r`` between
     ``size / 8`` and ``size / 3`` pixels, a centre that keeps the shape inside
@@ -157,8 +157,9 @@ def shapes_dataset(
         noise: standard deviation of the pixel noise, before normalisation.
 
     Returns:
-        ``(images, labels)``: float ``(n, 3, size, size)`` in ``[-1, 1]`` and
-        long ``(n,)`` in ``[0, len(SHAPES))``.
+        ``(images, labels, masks)``: float ``(n, 3, size, size)`` in ``[-1, 1]``,
+        long ``(n,)`` in ``[0, len(SHAPES))``, and bool ``(n, size, size)``,
+        True on the shape's pixels (for dense prediction, chapter 09).
     """
     if n < 0 or size < 8:
         raise ValueError(f"need n >= 0 and size >= 8, got n={n}, size={size}")
@@ -181,13 +182,23 @@ def shapes_dataset(
         (v <= 1) & (2 * au <= v + 1),
         (torch.minimum(au, av) <= 0.3) & (torch.maximum(au, av) <= 1),
     ])  # (classes, n, size, size)
-    mask = inside[labels, torch.arange(n)][:, None]  # (n, 1, size, size)
+    masks = inside[labels, torch.arange(n)]  # (n, size, size)
 
     background = uniform(n, 3, 1, 1, low=0.0, high=0.4)
     foreground = uniform(n, 3, 1, 1, low=0.6, high=1.0)
-    images = torch.where(mask, foreground, background)
+    images = torch.where(masks[:, None], foreground, background)
     images = images + noise * torch.randn(n, 3, size, size, generator=generator)
-    return images.clamp(0, 1) * 2 - 1, labels
+    return images.clamp(0, 1) * 2 - 1, labels, masks
+
+
+def shapes_dataset(
+    n: int, size: int = 32, generator: torch.Generator | None = None, *, noise: float = 0.05
+) -> tuple[Tensor, Tensor]:
+    """``(images, labels)`` of :func:`shapes_with_masks` (the same draws, so the same images)."""
+    images, labels, _ = shapes_with_masks(n, size, generator, noise=noise)
+    return images, labels
+
+
 
 
 # --------------------------------------------------------------------------
@@ -265,48 +276,3 @@ def text_batches(
         starts = torch.randint(len(ids) - block_size, (batch_size, 1), generator=generator)
         chunk = ids[starts + window]  # (batch_size, block_size + 1)
         yield chunk[:, :-1], chunk[:, 1:]
-
-
-# --------------------------------------------------------------------------
-# Shape images with their masks (chapter 09: dense prediction)
-# --------------------------------------------------------------------------
-def shapes_with_masks(
-    n: int, size: int = 32, generator: torch.Generator | None = None, *, noise: float = 0.05
-) -> tuple[Tensor, Tensor, Tensor]:
-    """:func:`shapes_dataset` plus each image's shape mask, for segmentation.
-
-    The random draws are the same, in the same order, so for the same
-    generator state ``images`` and ``labels`` equal those of
-    :func:`shapes_dataset` bit for bit.
-
-    Returns:
-        ``(images, labels, masks)``: float ``(n, 3, size, size)`` in ``[-1, 1]``,
-        long ``(n,)``, and bool ``(n, size, size)``, True on the shape's pixels.
-    """
-    if n < 0 or size < 8:
-        raise ValueError(f"need n >= 0 and size >= 8, got n={n}, size={size}")
-    if noise < 0:
-        raise ValueError(f"noise is a standard deviation and must be >= 0, got {noise}")
-
-    def uniform(*shape: int, low: float = 0.0, high: float = 1.0) -> Tensor:
-        return low + (high - low) * torch.rand(*shape, generator=generator)
-
-    labels = torch.randint(len(SHAPES), (n,), generator=generator)
-    r = uniform(n, 1, 1, low=size / 8, high=size / 3)
-    cx = r + uniform(n, 1, 1) * (size - 1 - 2 * r)
-    cy = r + uniform(n, 1, 1) * (size - 1 - 2 * r)
-    ys, xs = torch.meshgrid(torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32), indexing="ij")
-    u, v = (xs - cx) / r, (ys - cy) / r
-    au, av = u.abs(), v.abs()
-    inside = torch.stack([
-        torch.maximum(au, av) <= 1,
-        u**2 + v**2 <= 1,
-        (v <= 1) & (2 * au <= v + 1),
-        (torch.minimum(au, av) <= 0.3) & (torch.maximum(au, av) <= 1),
-    ])
-    masks = inside[labels, torch.arange(n)]  # (n, size, size)
-    background = uniform(n, 3, 1, 1, low=0.0, high=0.4)
-    foreground = uniform(n, 3, 1, 1, low=0.6, high=1.0)
-    images = torch.where(masks[:, None], foreground, background)
-    images = images + noise * torch.randn(n, 3, size, size, generator=generator)
-    return images.clamp(0, 1) * 2 - 1, labels, masks

@@ -59,11 +59,13 @@ from course_lib.norms import LayerNorm
 __all__ = [
     "SwinConfig", "PRESETS", "window_partition", "window_reverse", "relative_position_index",
     "log_spaced_relative_coords", "shifted_window_mask", "fit_window", "PatchEmbed", "PatchMerging",
-    "WindowAttention", "SwinBlock", "SwinStage", "Swin",
+    "WindowAttention", "SwinBlock", "SwinStage", "Swin", "shift_regions", "merge_2x2", "cosine_attention",
+    "LOGIT_SCALE_MAX", "stage_shapes", "attention_matrix_entries",
 ]
 
 MASK_VALUE = -100.0  #: additive score between tokens of different shift regions (HF, original code)
 FIXED_EPS = 1e-5  #: eps of the patch-embedding and patch-merging norms
+LOGIT_SCALE_MAX = math.log(100.0)  #: V2 clamps the learnable log-temperature here (tau <= 100)
 
 
 @dataclass
@@ -195,22 +197,61 @@ def log_spaced_relative_coords(ws: int, pretrained_ws: int = 0) -> Tensor:
     return torch.sign(table) * torch.log2(table.abs() + 1.0) / math.log2(8)
 
 
-def shifted_window_mask(h: int, w: int, ws: int, shift: int, *, device=None, dtype=torch.float32) -> Tensor:
-    """Additive mask ``(nW, N, N)`` of SW-MSA on a (padded) ``h x w`` map shifted by ``shift``.
+def shift_regions(h: int, w: int, ws: int, shift: int, *, device=None) -> Tensor:
+    """``(h, w)`` long labels 0..8 of the regions of a map rolled by ``-shift``.
 
-    After ``roll(-shift)`` the last window of each axis holds tokens from both
-    ends of the map. Each axis is cut into ``[0, h-ws)``, ``[h-ws, h-shift)``,
-    ``[h-shift, h)`` (positions after the roll); two tokens of one window whose
-    region differs get ``-100`` (:data:`MASK_VALUE`), others 0.
+    Each axis is cut into ``[0, n-ws)``, ``[n-ws, n-shift)``, ``[n-shift, n)``
+    (0, 1, 2); a token's label is ``3 * row_region + col_region``. Tokens with
+    different labels were not neighbours before the roll.
     """
     def regions(n):
         i = torch.arange(n, device=device)
         return (i >= n - ws).long() + (i >= n - shift).long()
 
-    label = (regions(h)[:, None] * 3 + regions(w)[None, :]).to(dtype)  # (h, w)
+    return regions(h)[:, None] * 3 + regions(w)[None, :]
+
+
+def shifted_window_mask(h: int, w: int, ws: int, shift: int, *, device=None, dtype=torch.float32) -> Tensor:
+    """Additive mask ``(nW, N, N)`` of SW-MSA on a (padded) ``h x w`` map shifted by ``shift``.
+
+    After ``roll(-shift)`` the last window of each axis holds tokens from both
+    ends of the map. Two tokens of one window whose :func:`shift_regions`
+    label differs get ``-100`` (:data:`MASK_VALUE`), others 0.
+    """
+    label = shift_regions(h, w, ws, shift, device=device).to(dtype)  # (h, w)
     label = window_partition(label[None, :, :, None], ws).squeeze(-1)  # (nW, N)
     differ = label[:, None, :] != label[:, :, None]
     return torch.zeros(differ.shape, device=device, dtype=dtype).masked_fill(differ, MASK_VALUE)
+
+
+def attention_matrix_entries(h: int, w: int, ws: int | None = None) -> int:
+    """Entries of the attention matrices of one head over an ``h x w`` token map.
+
+    Global attention (``ws=None``): ``(h w)^2``. Windows of side ``ws`` (``h``
+    and ``w`` multiples of ``ws``): ``h w / ws^2`` windows of ``ws^4`` entries,
+    ``h w ws^2`` in all: linear in the number of tokens.
+    """
+    n = h * w
+    return n * n if ws is None else n * ws * ws
+
+
+def stage_shapes(cfg: SwinConfig, image_size: int | tuple[int, int] | None = None) -> list[dict]:
+    """Per stage: feature-map ``height``, ``width``, channels ``dim``, ``depth``, ``heads``, ``window``, ``tokens``.
+
+    ``image_size`` defaults to ``cfg.image_size``. Stage ``i`` sees
+    ``(H / (P 2^i), W / (P 2^i), C 2^i)`` (rounded up, as the model pads).
+    """
+    size = cfg.image_size if image_size is None else image_size
+    h, w = (size, size) if isinstance(size, int) else size
+    h, w = -(-h // cfg.patch_size), -(-w // cfg.patch_size)
+    rows = []
+    for i in range(len(cfg.depths)):
+        ws = min(cfg.window_size, h, w) if cfg.version == 1 else fit_window(
+            cfg.image_size[0] // cfg.patch_size // 2**i, cfg.window_size, 0)[0]
+        rows.append(dict(stage=i + 1, height=h, width=w, dim=cfg.stage_dim(i), depth=cfg.depths[i],
+                         heads=cfg.num_heads[i], window=ws, tokens=h * w))
+        h, w = -(-h // 2), -(-w // 2)
+    return rows
 
 
 def fit_window(res: int, ws: int, shift: int) -> tuple[int, int]:
@@ -248,6 +289,16 @@ class PatchEmbed(nn.Module):
         return self.norm(x.flatten(2).transpose(1, 2)), hw
 
 
+def merge_2x2(x: Tensor, hw: tuple[int, int]) -> tuple[Tensor, tuple[int, int]]:
+    """``((B, H*W, C), (H, W)) -> ((B, H2*W2, 4C), (H2, W2))``, ``H2 = ceil(H/2)``: each 2x2 neighbourhood
+    concatenated along channels in the order ``x[0::2, 0::2], x[1::2, 0::2], x[0::2, 1::2], x[1::2, 1::2]``
+    (top-left, bottom-left, top-right, bottom-right); an odd side is zero-padded by one first."""
+    (h, w), (b, _, c) = hw, x.shape
+    x = F.pad(x.view(b, h, w, c), (0, 0, 0, w % 2, 0, h % 2))
+    x = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]], dim=-1)
+    return x.reshape(b, -1, 4 * c), (x.shape[1], x.shape[2])
+
+
 class PatchMerging(nn.Module):
     """Concatenate each 2x2 neighbourhood and project: ``((B, H*W, C), (H, W)) -> (B, ceil(H/2)*ceil(W/2), 2C)``.
 
@@ -263,13 +314,25 @@ class PatchMerging(nn.Module):
         self.norm = LayerNorm(2 * dim if norm_after else 4 * dim, FIXED_EPS)
 
     def forward(self, x: Tensor, hw: tuple[int, int]) -> tuple[Tensor, tuple[int, int]]:
-        (h, w), (b, _, c) = hw, x.shape
-        x = F.pad(x.view(b, h, w, c), (0, 0, 0, w % 2, 0, h % 2))
-        x = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]], dim=-1)
-        hw = (x.shape[1], x.shape[2])
-        x = x.reshape(b, -1, 4 * c)
+        x, hw = merge_2x2(x, hw)
         x = self.norm(self.reduction(x)) if self.norm_after else self.reduction(self.norm(x))
         return x, hw
+
+
+def cosine_attention(q: Tensor, k: Tensor, v: Tensor, logit_scale: Tensor, bias: Tensor | None = None, *,
+                     dropout_p: float = 0.0, fused: bool = False) -> Tensor:
+    """Swin V2's scaled cosine attention (Liu et al., 2022, eq. 2)::
+
+        softmax(cos(q_i, k_j) * tau + bias_ij) v,   tau = exp(min(logit_scale, log 100))
+
+    ``q``, ``k``: ``(..., heads, n, d)``; ``v``: ``(..., heads, n, d_v)``;
+    ``logit_scale``: ``(heads, 1, 1)`` (learned, log of the temperature);
+    ``bias``: additive, broadcastable to ``(..., heads, n, n)``, or None.
+    Cosines lie in [-1, 1], so the scores before the bias are bounded by ``tau <= 100``.
+    """
+    tau = logit_scale.clamp(max=LOGIT_SCALE_MAX).exp()
+    q, k = F.normalize(q, dim=-1) * tau, F.normalize(k, dim=-1)
+    return scaled_dot_product_attention(q, k, v, bias=bias, scale=1.0, dropout_p=dropout_p, fused=fused)
 
 
 class WindowAttention(nn.Module):
@@ -312,7 +375,7 @@ class WindowAttention(nn.Module):
 
     def cosine_scale(self) -> Tensor:
         """V2's per-head temperature ``exp(min(logit_scale, log 100))``, ``(heads, 1, 1)``."""
-        return self.logit_scale.clamp(max=math.log(100.0)).exp()
+        return self.logit_scale.clamp(max=LOGIT_SCALE_MAX).exp()
 
     def forward(self, x: Tensor, ws: int, mask: Tensor | None = None) -> Tensor:
         """``x``: ``(B * nW, N, C)`` windows; ``mask``: ``(nW, N, N)`` additive or None. Returns ``(B * nW, N, C)``."""
@@ -323,11 +386,9 @@ class WindowAttention(nn.Module):
         if self.version == 1:
             return self.mha(x, bias=bias)
         m = self.mha
-        q = F.normalize(split_heads(m.q_proj(x), self.heads), dim=-1) * self.cosine_scale()
-        k = F.normalize(split_heads(m.k_proj(x), self.heads), dim=-1)
-        v = split_heads(m.v_proj(x), self.heads)
+        q, k, v = (split_heads(proj(x), self.heads) for proj in (m.q_proj, m.k_proj, m.v_proj))
         p = m.dropout if self.training else 0.0
-        out = scaled_dot_product_attention(q, k, v, bias=bias, scale=1.0, dropout_p=p, fused=m.attn_impl == "sdpa")
+        out = cosine_attention(q, k, v, self.logit_scale, bias, dropout_p=p, fused=m.attn_impl == "sdpa")
         return m.out_proj(merge_heads(out))
 
 

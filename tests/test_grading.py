@@ -348,3 +348,14 @@ def test_a_mistake_after_the_last_module_says_so():
         return mlp(norm2(h))
 
     assert "difference comes after the last call (`mlp`)" in _fail_message(no_final_residual)
+
+
+def test_an_infinite_expected_entry_needs_the_same_infinity():
+    expected = torch.tensor([[0.0, float("-inf")], [0.0, 0.0]])
+
+    def big_negative(n):
+        return torch.tensor([[0.0, -1e9], [0.0, 0.0]])
+
+    with pytest.raises(G.ExerciseFailure, match="wrong values"):
+        G.check_function(big_negative, lambda n: expected.clone(), [G.Case((2,))])
+    G.check_function(lambda n: expected.clone(), lambda n: expected.clone(), [G.Case((2,))])

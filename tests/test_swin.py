@@ -305,3 +305,49 @@ def test_unknown_weights_are_rejected_by_name():
     hf.register_parameter("extra", torch.nn.Parameter(torch.ones(1)))
     with pytest.raises(ValueError, match="'extra'"):
         from_hf(hf)
+
+
+# ---------------------------------------------------------------- chapter helpers
+def test_shift_regions_has_nine_labels_and_no_shift_has_three_by_three_blocks_only_at_edges():
+    lab = S.shift_regions(8, 8, 4, 2)
+    assert lab.shape == (8, 8) and sorted(lab.unique().tolist()) == list(range(9))
+    assert (lab[:4, :4] == 0).all() and lab[7, 7] == 8 and lab[4, 6] == 3 * 1 + 2
+
+
+def test_shifted_window_mask_is_zero_exactly_within_a_region():
+    lab = S.window_partition(S.shift_regions(12, 8, 4, 2)[None, :, :, None].float(), 4).squeeze(-1)
+    mask = S.shifted_window_mask(12, 8, 4, 2)
+    assert torch.equal(mask == 0, lab[:, :, None] == lab[:, None, :])
+
+
+def test_merge_2x2_order_and_odd_padding():
+    x = torch.arange(2 * 3 * 5 * 1, dtype=torch.float32).view(2, 15, 1)
+    out, hw = S.merge_2x2(x, (3, 5))
+    assert hw == (2, 3) and out.shape == (2, 6, 4)
+    grid = x.view(2, 3, 5)
+    assert out[0, 0].tolist() == [grid[0, 0, 0], grid[0, 1, 0], grid[0, 0, 1], grid[0, 1, 1]]
+    assert out[0, -1].tolist() == [grid[0, 2, 4], 0.0, 0.0, 0.0]  # padded row and column
+
+
+@given(st.integers(1, 4), st.integers(1, 6), st.floats(-3.0, 8.0))
+@settings(max_examples=20, deadline=None)
+def test_cosine_attention_matches_explicit_formula_and_clamps(heads, n, log_tau):
+    g = torch.Generator().manual_seed(n)
+    q, k, v = (torch.randn(2, heads, n, 5, generator=g, dtype=torch.float64) for _ in range(3))
+    scale = torch.full((heads, 1, 1), log_tau, dtype=torch.float64)
+    out = S.cosine_attention(q, k, v, scale)
+    cos = (q / q.norm(dim=-1, keepdim=True)) @ (k / k.norm(dim=-1, keepdim=True)).transpose(-2, -1)
+    expected = torch.softmax(cos * math.exp(min(log_tau, math.log(100))), -1) @ v
+    torch.testing.assert_close(out, expected)
+
+
+def test_stage_shapes_of_swin_t_follow_the_paper():
+    rows = S.stage_shapes(S.SwinConfig.preset("swin-t"))
+    assert [(r["height"], r["width"], r["dim"]) for r in rows] == [(56, 56, 96), (28, 28, 192), (14, 14, 384), (7, 7, 768)]
+    assert [r["window"] for r in rows] == [7, 7, 7, 7]
+
+
+def test_attention_matrix_entries_global_is_quadratic_window_is_linear():
+    assert S.attention_matrix_entries(8, 8) == 64 * 64
+    assert S.attention_matrix_entries(8, 8, 4) == 64 * 16
+    assert S.attention_matrix_entries(16, 16, 4) == 4 * S.attention_matrix_entries(8, 8, 4)
