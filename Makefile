@@ -5,6 +5,7 @@
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade      autograde every submission under submitted/ (or SUBMISSIONS=export.zip), write grades.csv
 #   make feedback   HTML feedback for every graded submission, hidden tests not shown
+#   make stability  the reference keeps full marks over 100 random seeds of every hidden test (minutes)
 #   make mutants    mutation-test the assignments' hidden tests (minutes; MUTANTS_ARGS="--assignment 02-attention")
 
 PYTHON ?= python3
@@ -21,7 +22,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all setup book test lab exercises grade feedback constraints clean help mutants
+.PHONY: all setup book test lab exercises grade feedback constraints clean help mutants stability
 
 all: help
 
@@ -62,6 +63,9 @@ grade: $(STAMP)
 
 feedback: $(STAMP)
 	$(BIN)/python -m tools.feedback
+
+stability: $(STAMP)
+	COURSE_STABILITY_SEEDS=100 $(BIN)/python -m pytest tests/test_reference_stability.py -p no:cacheprovider -q
 
 # Mutation testing of the assignments' hidden tests (slow, so not part of `make test`): tools/mutants.py.
 MUTANTS_ARGS ?=
