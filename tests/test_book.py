@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,18 +10,6 @@ import pytest
 from nbtools import ROOT
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("book")
-    exe = Path(sys.executable).with_name("jupyter-book")
-    res = subprocess.run(
-        [str(exe), "build", str(ROOT), "--builder", "html", "-W", "-n", "--keep-going", "--path-output", str(out)],
-        capture_output=True, text=True,
-    )
-    assert res.returncode == 0, f"the book does not build with warnings as errors:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
-    return out / "_build" / "html"
 
 
 def pages(html: Path) -> list[Path]:
