@@ -1,7 +1,10 @@
 # One command each, on a fresh clone: every target sets up .venv on first use.
 #   make book       build the HTML book into _build/html
 #   make test       run the whole test suite
-#   make lab        JupyterLab on the course, with the nbgrader extension
+#   make lab        JupyterLab on the course, with the nbgrader extension (LAB_PORT=8888;
+#                   LAB_DIR=<folder> serves another folder, e.g. a copy of exercises/02-attention)
+#   make check      quick checks before a commit: stale notebook outputs, exercises in sync, the book and its links
+#   make notebooks  re-execute the chapter notebooks whose stored outputs are stale (ALL=1: every one)
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade      autograde every submission under submitted/ (or SUBMISSIONS=export.zip), write grades.csv
 #   make feedback   HTML feedback for every graded submission, hidden tests not shown
@@ -14,6 +17,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
 LAB_PORT ?= 8888
+LAB_DIR ?= $(CURDIR)
 PYTEST_ARGS ?=
 
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
@@ -22,7 +26,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all setup book test lab exercises grade feedback constraints clean help mutants stability
+.PHONY: all setup book test check notebooks lab exercises grade feedback constraints clean help mutants stability
 
 all: help
 
@@ -45,10 +49,20 @@ book: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The quick checks (a minute once the book is built; the build itself is cached).
+check: book
+	$(BIN)/python -m tools.notebooks check
+	COURSE_BOOK_HTML=$(CURDIR)/_build/html $(BIN)/python -m pytest -q -p no:cacheprovider -o addopts= \
+		tests/test_notebook_policy.py tests/test_exercises_sync.py tests/test_book.py tests/test_book_browser.py -k "not search and not chapter_page"
+
+ALL ?=
+notebooks: $(STAMP)
+	$(BIN)/python -m tools.notebooks refresh $(if $(ALL),--all)
+
 lab: $(STAMP)
 	@echo "JupyterLab: open http://127.0.0.1:$(LAB_PORT)/lab (the exact URL with its token follows)"
 	$(BIN)/jupyter lab --ip=127.0.0.1 --port=$(LAB_PORT) --no-browser --allow-root \
-		--ServerApp.root_dir=$(CURDIR)
+		--ServerApp.root_dir="$(LAB_DIR)"
 
 exercises: $(STAMP)
 	@for a in $(ASSIGNMENTS); do \

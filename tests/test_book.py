@@ -45,3 +45,31 @@ def test_citations_resolve_to_the_bibliography(built):
 def test_chapter_notebooks_were_executed_with_their_figures(built):
     page = (built / "chapters" / "02-attention" / "scaling-and-masks.html").read_text()
     assert page.count("<img") >= 2, "the figures of the chapter are missing"
+
+
+def chapter_slugs() -> list[str]:
+    return sorted(p.name for p in (ROOT / "chapters").iterdir() if p.is_dir() and (p / "index.md").exists())
+
+
+def test_each_chapter_leads_to_its_exercises_shown_as_released(built):
+    for slug in chapter_slugs():
+        [notebook] = sorted((ROOT / "exercises" / slug).glob("*.ipynb"))
+        target = f"exercises/{slug}/{notebook.stem}.html"
+        index = (built / "chapters" / slug / "index.html").read_text()
+        assert f'href="../../{target}"' in index, f"chapter {slug} does not link to its assignment"
+        assert 'href="../../working-on-exercises.html"' in index, f"chapter {slug} does not say how to open it"
+        page = (built / target).read_text()
+        assert "YOUR CODE HERE" in page and "not implemented yet" in page, f"{target} is not the released exercise"
+        assert "BEGIN HIDDEN TESTS" not in page and "BEGIN SOLUTION" not in page, f"{target} gives the answers away"
+        assert "cell_output" not in page, f"{target} was executed: the book must show the exercise unrun"
+
+
+def test_notation_glossary_and_exercise_guide_are_pages_of_the_book(built):
+    glossary = (built / "glossary.html").read_text()
+    assert len(re.findall(r'<dt id="term-', glossary)) >= 30, "the glossary lost its terms"
+    notation = (built / "notation.html").read_text()
+    for symbol in ("d_\\text{model}", "n_q", "head_dim", "patch_size", "window_size"):
+        assert symbol in notation, f"the notation page does not define {symbol}"
+    intro = (built / "intro.html").read_text()
+    for page in ("notation.html", "glossary.html", "working-on-exercises.html", "bibliography.html"):
+        assert page in intro, f"the front page does not lead to {page}"

@@ -1,0 +1,383 @@
+"""A learner's round trip through an exercise in a real JupyterLab, driven in headless Chromium.
+
+`make lab` serves a scratch copy of exercises/02-attention/ (LAB_DIR, so the
+learner's edits never touch the repository) and Playwright drives Debian's
+Chromium (never a downloaded browser) the way a learner would:
+
+1. the released notebook opens with nbgrader's Validate button in its toolbar;
+2. Run > Run All Cells on the untouched exercise stops at the first visible
+   test, which shows NotImplementedError: not implemented yet; running the
+   remaining cells one by one (Ctrl+Enter) shows the same error in every
+   visible test; Validate reports failing tests;
+3. the learner pastes the reference solution (the code between the markers of
+   solutions/02-attention/attention.ipynb) over each `# YOUR CODE HERE` stub,
+   restarts the kernel, runs all cells: no visible test shows an error, and
+   Validate says "Success! Your notebook passes all the tests."
+
+The page may reach nothing but the lab on 127.0.0.1: every other request is
+blocked, recorded and reported. Screenshots of the main steps are left in the
+test's tmp_path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import expect, sync_playwright
+
+from nbtools import ROOT, read_cells
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+ASSIGNMENT, NOTEBOOK = "02-attention", "attention.ipynb"
+LAB_START_S = 180  # `make lab` until the server answers
+KERNEL_MS = 120_000  # a kernel to start, or to restart
+RUN_MS = 150_000  # Run All Cells (torch's import alone takes seconds on a busy machine)
+VALIDATE_MS = 180_000  # nbgrader validate executes the whole notebook again, server side
+UI_MS = 60_000  # anything else the page has to render
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+STUB = re.compile(r"^[ \t]*# YOUR CODE HERE\n[ \t]*raise NotImplementedError\([^\n]*\)[ \t]*$", re.M)
+SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*\n(.*?)^[ \t]*### END SOLUTION[ \t]*(?:\n|\Z)", re.S | re.M)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """`make lab` on a scratch copy of the exercise: yields (port, token, folder, server log lines).
+
+    The whole process group is stopped afterwards.
+    """
+    scratch = tmp_path_factory.mktemp("lab")
+    folder = scratch / "learner"
+    shutil.copytree(ROOT / "exercises" / ASSIGNMENT, folder)
+    port = free_port()
+    env = dict(
+        os.environ,
+        GRADEBOOK_URL=f"sqlite:///{scratch / 'gradebook.db'}",  # never the instructor's gradebook.db
+        # A fresh JupyterLab: no workspace or user setting of whoever runs the tests is restored.
+        JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"),
+        JUPYTERLAB_SETTINGS_DIR=str(scratch / "user-settings"),
+    )
+    proc = subprocess.Popen(
+        ["make", "--no-print-directory", "lab", f"LAB_PORT={port}", f"LAB_DIR={folder}"], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env,
+    )
+    seen, token, deadline = [], None, time.time() + LAB_START_S
+    try:
+        while time.time() < deadline and token is None:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            m = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=([0-9a-f]+)", line)
+            token = m.group(1) if m else None
+        assert token, "make lab printed no URL with a token:\n" + "".join(seen)
+        while True:  # the URL is printed as the server starts listening: wait until it answers
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/api/status",
+                                             headers={"Authorization": f"token {token}"})
+                with urllib.request.urlopen(req, timeout=30):
+                    break
+            except OSError:
+                assert time.time() < deadline, "JupyterLab printed its URL but never answered:\n" + "".join(seen)
+                time.sleep(0.5)
+        # The server's log is drained in the background, or a chatty server would block on a full pipe.
+        drain = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+        drain.start()
+        yield port, token, folder, seen
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+@pytest.fixture
+def browser_page(tmp_path):
+    """A headless Debian Chromium page that can reach only 127.0.0.1; yields (page, blocked request URLs)."""
+    if not CHROMIUM.is_file():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with tools/ci_system_packages.sh "
+                    "(as root) and run the tests again", pytrace=False)
+    blocked: list[str] = []
+
+    def is_local(url: str) -> bool:
+        parts = urllib.parse.urlsplit(url)
+        return parts.scheme in ("data", "blob", "about") or parts.hostname in LOCAL_HOSTS
+
+    def guard(route):
+        if is_local(route.request.url):
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort("blockedbyclient")
+
+    def guard_socket(ws):
+        blocked.append(ws.url)
+        ws.close()
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
+            context.route("**/*", guard)
+            context.route_web_socket(lambda url: not is_local(url), guard_socket)
+            page = context.new_page()
+            page.set_default_timeout(UI_MS)
+            yield page, blocked
+        finally:
+            browser.close()
+
+
+# What the notebook shows, cell by cell: type, prompt, source (from the editor's lines), outputs, and the
+# outputs rendered as stderr (tracebacks and stderr streams). Every cell is in the DOM: JupyterLab's default
+# windowing mode (contentVisibility) only skips painting the ones out of view.
+CELLS = """() => {
+    const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+    if (!panel) return null;
+    return Array.from(panel.querySelectorAll('.jp-Notebook .jp-Cell')).map(c => ({
+            type: c.classList.contains('jp-CodeCell') ? 'code' : c.classList.contains('jp-MarkdownCell') ? 'markdown'
+                : 'raw',
+            prompt: (c.querySelector('.jp-InputPrompt') || {textContent: ''}).textContent.trim(),
+            source: Array.from(c.querySelectorAll('.jp-InputArea-editor .cm-line')).map(l => l.textContent).join('\\n'),
+            outputs: Array.from(c.querySelectorAll('.jp-OutputArea-output')).map(o => o.textContent).join('\\n'),
+            errors: Array.from(c.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'))
+                .map(o => o.textContent).join('\\n'),
+        }));
+}"""
+
+KERNEL_STATUS = """() => {
+    const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+    const indicator = panel && panel.querySelector('.jp-Notebook-ExecutionIndicator');
+    return indicator ? indicator.getAttribute('data-status') : null;
+}"""
+
+# The text of one cell's editor: CodeMirror's own document where the page exposes it, else its rendered lines.
+EDITOR_TEXT = """(cell) => {
+    const content = cell.querySelector('.jp-InputArea-editor .cm-content');
+    const view = content && content.cmView && content.cmView.view;
+    if (view && view.state) return view.state.doc.toString();
+    return Array.from(cell.querySelectorAll('.jp-InputArea-editor .cm-line')).map(l => l.textContent).join('\\n');
+}"""
+
+
+def executed(prompt: str) -> bool:
+    return re.fullmatch(r"\[\d+\]:", prompt) is not None
+
+
+class Learner:
+    """The page, with the few gestures a learner makes and what the notebook shows after each."""
+
+    def __init__(self, page, shots: Path, blocked: list[str], log: list[str]):
+        self.page, self.shots, self.n_shots = page, shots, 0
+        self.blocked, self.log = blocked, log
+
+    def cells(self) -> list[dict]:
+        return self.page.evaluate(CELLS) or []
+
+    def cell(self, i: int):
+        return self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").nth(i)
+
+    def describe(self) -> str:
+        """The notebook as text, for assertion messages."""
+        lines = [f"kernel: {self.page.evaluate(KERNEL_STATUS)}"]
+        for i, c in enumerate(self.cells()):
+            lines.append(f"--- cell {i} ({c['type']}) {c['prompt']}\n{c['source'][:300]}")
+            if c["outputs"]:
+                lines.append(f">>> output:\n{c['outputs'][-800:]}")
+        dialog = self.page.locator(".jp-Dialog")
+        if dialog.count():
+            lines.append(f"--- dialog:\n{dialog.first.inner_text()[:2000]}")
+        if self.blocked:
+            lines.append(f"--- requests blocked (not to the lab): {sorted(set(self.blocked))}")
+        lines.append("--- the end of the lab's log:\n" + "".join(self.log[-30:]))
+        return "\n".join(lines)
+
+    def shot(self, name: str, show=None) -> None:
+        """A screenshot of the page into tmp_path, after bringing the locator `show` into view."""
+        if show is not None:
+            show.scroll_into_view_if_needed()
+            expect(show).to_be_in_viewport()
+        # Two animation frames: the notebook paints the cells it skipped while they were out of view.
+        self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        self.n_shots += 1
+        self.page.screenshot(path=str(self.shots / f"{self.n_shots:02d}-{name}.png"))
+
+    def wait_until(self, js: str, arg, timeout_ms: int, what: str) -> None:
+        try:
+            self.page.wait_for_function(js, arg=arg, timeout=timeout_ms, polling=250)
+        except PlaywrightTimeout:
+            self.shot("timeout")
+            pytest.fail(f"timed out after {timeout_ms / 1000:.0f} s waiting for {what}; the notebook:\n"
+                        f"{self.describe()}", pytrace=False)
+
+    def wait_kernel_idle(self, timeout_ms: int = KERNEL_MS) -> None:
+        self.wait_until(f"() => ({KERNEL_STATUS})() === 'idle'", None, timeout_ms, "an idle kernel")
+
+    def wait_run_finished(self, must_run: list[int], timeout_ms: int = RUN_MS) -> None:
+        """Until the kernel is idle, no cell shows [*] and the cells in must_run show an execution count."""
+        js = f"""(mustRun) => {{
+            const cells = ({CELLS})();
+            if (!cells || ({KERNEL_STATUS})() !== 'idle') return false;
+            if (cells.some(c => c.prompt === '[*]:')) return false;
+            return mustRun.every(i => /^\\[\\d+\\]:$/.test(cells[i].prompt));
+        }}"""
+        self.wait_until(js, must_run, timeout_ms, f"cells {must_run} to run and the kernel to be idle")
+
+    def menu(self, menu: str, item: str) -> None:
+        """Click a main-menu entry: menu bar label, then the item's exact label (an ellipsis may follow it)."""
+        self.page.locator(".lm-MenuBar-item", has_text=re.compile(rf"^{re.escape(menu)}$")).click()
+        label = self.page.locator(".lm-Menu .lm-Menu-itemLabel", has_text=re.compile(rf"^{re.escape(item)}…?$"))
+        label.first.click()
+
+    def validate(self) -> str:
+        """Click nbgrader's Validate and return the text of the dialog it opens (closing it)."""
+        self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .validate-button").click()
+        dialog = self.page.locator(".jp-Dialog")
+        try:
+            dialog.wait_for(state="visible", timeout=VALIDATE_MS)
+            # The dialog opens with its body filled: success, failure, or an error of the command.
+            self.page.wait_for_function(
+                "() => { const d = document.querySelector('.jp-Dialog'); return d && d.innerText.trim() !== ''; }",
+                timeout=UI_MS, polling=250)
+        except PlaywrightTimeout:
+            self.shot("validate-timeout")
+            pytest.fail(f"Validate opened no dialog within {VALIDATE_MS / 1000:.0f} s; the notebook:\n"
+                        f"{self.describe()}", pytrace=False)
+        text = dialog.first.inner_text()
+        self.shot("validate-dialog")
+        dialog.locator(".jp-Dialog-button").last.click()  # OK
+        dialog.wait_for(state="hidden")
+        return text
+
+
+def pasted_solutions() -> dict[str, tuple[str, str]]:
+    """grade_id -> (the released cell's source, that source with the reference code pasted over its stub)."""
+    released = {c.grade_id: c for c in read_cells(ROOT / "exercises" / ASSIGNMENT / NOTEBOOK) if c.solution}
+    source = {c.grade_id: c for c in read_cells(ROOT / "solutions" / ASSIGNMENT / NOTEBOOK) if c.solution}
+    assert list(released) == list(source), "exercise and solution disagree on their solution cells"
+    out = {}
+    for gid, cell in released.items():
+        m = SOLUTION.search(source[gid].source)
+        assert m and STUB.search(cell.source), f"{gid}: no solution markers in the source, or no stub in the exercise"
+        pasted = STUB.sub(lambda _: m.group(1).rstrip("\n"), cell.source, count=1)
+        # What the learner ends up with is the instructor's cell without its markers.
+        assert pasted == SOLUTION.sub(lambda mm: mm.group(1), source[gid].source).rstrip("\n"), gid
+        out[gid] = (cell.source, pasted)
+    return out
+
+
+def test_a_learner_fails_the_untouched_exercise_then_passes_with_the_reference(lab, browser_page, tmp_path):
+    port, token, folder, log = lab
+    page, blocked = browser_page
+    learner = Learner(page, tmp_path, blocked, log)
+    released = read_cells(folder / NOTEBOOK)
+    code = [i for i, c in enumerate(released) if c.kind == "code"]
+    tests = [i for i, c in enumerate(released) if c.grade and c.kind == "code"]
+    stubs = [i for i, c in enumerate(released) if c.solution]
+    assert tests and stubs, "the exercise has no visible test or no solution cell"
+
+    # 1. The exercise opens, its kernel starts, and nbgrader's Validate is in the toolbar.
+    page.goto(f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK}?token={token}", timeout=UI_MS)
+    learner.wait_until("(n) => { const c = (" + CELLS + ")(); return c && c.length === n; }", len(released), UI_MS,
+                       f"the notebook's {len(released)} cells")
+    learner.wait_kernel_idle()
+    validate = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar .validate-button")
+    try:
+        validate.wait_for(state="visible", timeout=UI_MS)
+    except PlaywrightTimeout:
+        pytest.fail(f"no visible Validate button in the notebook toolbar:\n{learner.describe()}", pytrace=False)
+    assert validate.inner_text().strip() == "Validate", validate.inner_text()
+    shown = learner.cells()
+    assert [c["type"] for c in shown] == [c.kind for c in released], "the page's cells are not the notebook's"
+    found = [i for i, c in enumerate(shown) if c["type"] == "code" and "# YOUR CODE HERE" in c["source"]]
+    assert found == stubs, f"cells showing '# YOUR CODE HERE': {found}, nbgrader's solution cells: {stubs}"
+    learner.shot("opened")
+
+    # 2. Run All Cells on the untouched exercise: the run stops at the first visible test, which says why.
+    learner.menu("Run", "Run All Cells")
+    first = tests[0]
+    learner.wait_run_finished([i for i in code if i <= first])
+    learner.shot("run-all-untouched", show=learner.cell(first).locator(".jp-OutputArea-output").last)
+    shown = learner.cells()
+    assert "NotImplementedError" in shown[first]["errors"] and "not implemented yet" in shown[first]["errors"], \
+        f"the first visible test (cell {first}) does not show NotImplementedError: not implemented yet:\n" \
+        f"{learner.describe()}"
+    assert not any(executed(shown[i]["prompt"]) for i in code if i > first), \
+        f"Run All went on after the first failing test:\n{learner.describe()}"
+
+    # The learner runs the remaining cells one at a time: every visible test fails the same clear way.
+    for i in (i for i in code if i > first):
+        learner.cell(i).locator(".jp-InputPrompt").click()
+        page.keyboard.press("Control+Enter")
+        learner.wait_run_finished([i])
+    learner.shot("every-cell-untouched", show=learner.cell(tests[-1]).locator(".jp-OutputArea-output").last)
+    shown = learner.cells()
+    for i in tests:
+        assert "NotImplementedError" in shown[i]["errors"] and "not implemented yet" in shown[i]["errors"], \
+            f"visible test cell {i} does not show NotImplementedError: not implemented yet:\n{learner.describe()}"
+
+    text = learner.validate()
+    assert text.count("The following cell failed") == len(tests) and "Success!" not in text, \
+        f"Validate did not report the {len(tests)} failing tests of the untouched exercise; dialog:\n{text}"
+    assert text.count("NotImplementedError: not implemented yet") == len(tests), \
+        f"Validate's failures are not all 'not implemented yet'; dialog:\n{text}"
+
+    # 3. The learner pastes the reference code over every stub.
+    solutions = pasted_solutions()
+    for i in stubs:
+        gid = released[i].grade_id
+        before, after = solutions[gid]
+        cell = learner.cell(i)
+        cell.scroll_into_view_if_needed()
+        assert cell.evaluate(EDITOR_TEXT) == before, f"cell {i} is not the released {gid}"
+        cell.locator(".jp-InputArea-editor .cm-content").click()
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text(after)
+        got = cell.evaluate(EDITOR_TEXT)
+        assert got == after, f"cell {i} ({gid}) after pasting:\n{got}\n--- expected:\n{after}"
+        page.keyboard.press("Escape")
+    learner.shot("pasted")
+
+    # Kernel > Restart Kernel and Clear Outputs of All Cells, then Run > Run All Cells: every cell runs.
+    learner.menu("Kernel", "Restart Kernel and Clear Outputs of All Cells")
+    page.locator(".jp-Dialog .jp-Dialog-button.jp-mod-accept").click()
+    learner.wait_until(f"() => (({CELLS})() || []).every(c => c.prompt === '[ ]:' || c.type !== 'code')", None, KERNEL_MS,
+                       "every output and execution count cleared")
+    learner.wait_kernel_idle()
+    learner.menu("Run", "Run All Cells")
+    learner.wait_run_finished(code)
+    learner.shot("run-all-pasted")
+    shown = learner.cells()
+    assert [shown[i]["prompt"] for i in code] == [f"[{n}]:" for n in range(1, len(code) + 1)], \
+        f"the cells did not run once each, in order, in a fresh kernel:\n{learner.describe()}"
+    for i in code:
+        assert not shown[i]["errors"], f"cell {i} shows an error after the reference was pasted:\n{learner.describe()}"
+
+    text = learner.validate()
+    assert "Success! Your notebook passes all the tests." in text, \
+        f"Validate did not pass the pasted reference; dialog:\n{text}\n\nthe notebook:\n{learner.describe()}"
+    learner.shot("done")
+
+    assert not blocked, f"the page tried to reach other hosts than the lab: {sorted(set(blocked))}"

@@ -1,0 +1,144 @@
+"""Stored outputs follow one policy, and the book's execution cache knows what a notebook runs.
+
+Policy (tools/notebooks.py): chapter notebooks are committed with the outputs of
+one top-to-bottom run against today's code, stamped with a digest of that code;
+assignment notebooks are committed without outputs. `make check` runs this file.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+from nbtools import ROOT
+from tools import course_book, notebooks
+
+CHAPTER_NOTEBOOKS = notebooks.chapter_notebooks()
+
+
+@pytest.mark.parametrize("path", CHAPTER_NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_chapter_notebooks_store_fresh_outputs_of_one_run(path):
+    found = notebooks.problems(path)
+    assert not found, f"{path.relative_to(ROOT)}:\n  " + "\n  ".join(found) + (
+        "\nRe-execute it with `make notebooks` (python -m tools.notebooks refresh).")
+
+
+@pytest.mark.parametrize("path", notebooks.assignment_notebooks(), ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_assignment_notebooks_are_committed_without_outputs(path):
+    assert not notebooks.assignment_problems(path)
+
+
+# ---- the checks catch what they claim to catch ----------------------------------------------
+
+def stamped(nb):
+    nb.metadata[notebooks.STAMP] = {"outputs_digest": notebooks.outputs_digest(nb)}
+    return nb
+
+
+def write(tmp_path, nb) -> Path:
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def good_notebook():
+    cells = [new_code_cell("import math\nprint(math.pi)", execution_count=1,
+                           outputs=[new_output("stream", name="stdout", text="3.14\n")]),
+             new_code_cell("1 + 1", execution_count=2,
+                           outputs=[new_output("execute_result", data={"text/plain": "2"}, execution_count=2)])]
+    return stamped(new_notebook(cells=cells))
+
+
+def test_a_well_formed_notebook_passes(tmp_path):
+    assert notebooks.problems(write(tmp_path, good_notebook())) == []
+
+
+def test_edited_code_after_the_run_is_stale(tmp_path):
+    nb = good_notebook()
+    nb.cells[1].source = "1 + 2"
+    assert any("stale" in p for p in notebooks.problems(write(tmp_path, nb)))
+
+
+def test_out_of_order_execution_is_flagged(tmp_path):
+    nb = good_notebook()
+    nb.cells[0].execution_count, nb.cells[1].execution_count = 2, 1
+    assert any("top-to-bottom" in p for p in notebooks.problems(write(tmp_path, nb)))
+
+
+def test_an_unexecuted_cell_is_flagged(tmp_path):
+    nb = good_notebook()
+    nb.cells.append(new_code_cell("x = 3"))
+    assert any("top-to-bottom" in p for p in notebooks.problems(write(tmp_path, stamped(nb))))
+
+
+def test_error_outputs_and_live_progress_bars_are_flagged(tmp_path):
+    nb = good_notebook()
+    nb.cells[0].outputs.append(new_output("error", ename="ValueError", evalue="bad", traceback=[]))
+    nb.cells[1].outputs.append(new_output("stream", name="stderr", text="\r 50%|#####     | 5/10 [00:01<00:01, 4.2it/s]"))
+    found = notebooks.problems(write(tmp_path, nb))
+    assert any("ValueError" in p for p in found) and any("progress bar" in p for p in found)
+
+
+def test_a_notebook_without_a_stamp_is_flagged(tmp_path):
+    nb = good_notebook()
+    del nb.metadata[notebooks.STAMP]
+    assert any("no outputs stamp" in p for p in notebooks.problems(write(tmp_path, nb)))
+
+
+def test_assignment_outputs_are_flagged(tmp_path):
+    nb = new_notebook(cells=[new_code_cell("x = 1", execution_count=1)])
+    assert notebooks.assignment_problems(write(tmp_path, nb))
+
+
+# ---- the execution cache's key follows course_lib ---------------------------------------------
+
+def test_a_notebook_depends_on_the_modules_it_imports_and_theirs():
+    nb = new_notebook(cells=[new_code_cell("from course_lib.vit import ViT\nimport torch")])
+    deps = {p.relative_to(ROOT).as_posix() for p in course_book.dependencies(nb)}
+    assert {"course_lib/vit.py", "course_lib/blocks.py", "course_lib/attention.py", "course_lib/__init__.py"} <= deps
+    assert "course_lib/swin.py" not in deps and "course_lib/grading/__init__.py" not in deps
+
+
+def test_from_package_import_module_and_data_files_count():
+    nb = new_notebook(cells=[new_code_cell("from course_lib import tokenizer as T\ntext = Path('corpus.txt').read_text()")])
+    deps = {p.relative_to(ROOT).as_posix() for p in course_book.dependencies(nb)}
+    assert "course_lib/tokenizer.py" in deps and "chapters/01-tokenization/corpus.txt" in deps
+
+
+def test_dynamic_imports_count_the_whole_package():
+    nb = new_notebook(cells=[new_code_cell("from course_lib import interop")])
+    deps = {p.relative_to(ROOT).as_posix() for p in course_book.dependencies(nb)}
+    assert {"course_lib/interop/vit.py", "course_lib/interop/swin.py", "course_lib/swin.py"} <= deps
+
+
+def test_the_cache_key_changes_with_a_dependency_and_only_then(tmp_path, monkeypatch):
+    """Edit a copy of course_lib: the notebook using the edited module gets a new key, the other keeps its own."""
+    shutil.copytree(ROOT / "course_lib", tmp_path / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "chapters").mkdir()
+    monkeypatch.setattr(course_book, "ROOT", tmp_path)
+    course_book._module_closure.cache_clear()
+    uses_swin = nbformat.writes(new_notebook(cells=[new_code_cell("from course_lib.swin import window_partition")]))
+    uses_norms = nbformat.writes(new_notebook(cells=[new_code_cell("from course_lib.norms import rms_norm")]))
+    key = lambda text: course_book.read_notebook(text).metadata.kernelspec[course_book.KEY]  # noqa: E731
+    before = key(uses_swin), key(uses_norms)
+    swin = tmp_path / "course_lib" / "swin.py"
+    swin.write_text(swin.read_text() + "\n# an edit\n")
+    try:
+        after = key(uses_swin), key(uses_norms)
+    finally:
+        course_book._module_closure.cache_clear()
+    assert after[0] != before[0], "editing course_lib/swin.py must re-execute a notebook that imports it"
+    assert after[1] == before[1], "a notebook that does not use course_lib/swin.py must stay cached"
+
+
+def test_the_book_reads_notebooks_through_the_keyed_reader_and_loads_no_thebe():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]
+    assert config["config"]["nb_custom_formats"] == {".ipynb": "course_book.read_notebook"}
+    assert config["local_extensions"] == {"course_book": "tools/"}
+    assert "course_book" in config["config"]["extensions"]
+    assert "sphinx_thebe" not in config["config"]["extensions"]

@@ -1,0 +1,152 @@
+"""Sphinx extension of the book: the execution cache knows what a notebook imports.
+
+Jupyter Book executes the chapter notebooks once and keeps their outputs in
+``_build/.jupyter_cache``, keyed by a hash of the notebook's code cells (and its
+``kernelspec``). That key misses the code the notebook runs but does not
+contain: a notebook that imports ``course_lib.attention`` shows whatever the
+module computed when the notebook was last executed, even after the module
+changed.
+
+:func:`read_notebook` is the book's reader for ``.ipynb`` files (configured as
+``nb_custom_formats`` in ``_config.yml``). It reads the notebook as usual and
+writes into ``metadata.kernelspec`` a digest of every ``course_lib`` module the
+notebook imports, followed through the imports of those modules (within
+``course_lib``), and of the chapters' data files that its code names
+(``corpus.txt``, say). The cache hashes ``kernelspec``, so:
+
+* editing ``course_lib/swin.py`` re-executes the Swin notebooks, and nothing
+  that does not import it (directly or through another module);
+* editing one page re-executes that page only;
+* the kernel ignores the extra key (it starts the kernel by ``kernelspec.name``).
+
+The extension registers nothing else; it is listed in ``sphinx.config.extensions``.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "course_lib"
+KEY = "course_lib_sources"
+
+
+def _module_file(name: str) -> Path | None:
+    """``course_lib.a.b`` -> its source file under the repository (None if it is not one)."""
+    parts = name.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    base = ROOT.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imported_modules(source: str, package: str | None = None) -> set[str]:
+    """Dotted names of the ``course_lib`` modules that ``source`` imports.
+
+    ``package`` is the dotted package of the file (for relative imports).
+    ``from course_lib import swin`` names ``course_lib.swin`` when that is a
+    module, and ``course_lib`` itself otherwise. Code that does not parse
+    (a cell with IPython magics, say) is read line by line instead.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        lines = [line for line in source.splitlines() if re.match(r"\s*(from|import)\s", line)]
+        tree = ast.parse("\n".join(line.strip() for line in lines if _parses(line.strip())))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level and package:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([module] if module else []))
+            if module.split(".")[0] != PACKAGE:
+                continue
+            found.add(module)
+            found.update(f"{module}.{a.name}" for a in node.names if _module_file(f"{module}.{a.name}"))
+    return found
+
+
+def _parses(line: str) -> bool:
+    try:
+        ast.parse(line)
+        return True
+    except SyntaxError:
+        return False
+
+
+@lru_cache(maxsize=None)
+def _module_closure(name: str) -> frozenset[Path]:
+    """Source files of ``name``, its parent packages and everything they import inside course_lib."""
+    seen: set[str] = set()
+    todo = [name]
+    files: set[Path] = set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        path = _module_file(current)
+        if path is None:
+            continue
+        files.add(path)
+        parts = current.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # importing a.b runs a/__init__.py
+        package = current if path.name == "__init__.py" else ".".join(parts[:-1])
+        source = path.read_text()
+        todo.extend(imported_modules(source, package))
+        if "import_module(" in source:  # imports chosen at run time: count the whole package
+            todo.extend(f"{package}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__")
+    return frozenset(files)
+
+
+def data_files() -> list[Path]:
+    """Files that ship with the chapters for their notebooks to read (not pages)."""
+    return [p for p in (ROOT / "chapters").rglob("*") if p.is_file() and p.suffix not in {".ipynb", ".md"}
+            and ".ipynb_checkpoints" not in p.parts]
+
+
+def dependencies(nb: nbformat.NotebookNode) -> list[Path]:
+    """The course_lib files a notebook runs, and the chapters' data files its code names, sorted."""
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    files: set[Path] = set()
+    for src in code:
+        for name in imported_modules(src):
+            files |= _module_closure(name)
+    text = "\n".join(code)
+    files |= {p for p in data_files() if p.name in text}
+    return sorted(files)
+
+
+def digest(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path).encode())
+        h.update(b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def read_notebook(text: str) -> nbformat.NotebookNode:
+    """Read a notebook and key it by the sources it depends on (see the module docstring)."""
+    nb = nbformat.reads(text, as_version=4)
+    deps = dependencies(nb)
+    if deps:
+        nb.metadata.setdefault("kernelspec", {})[KEY] = digest(deps)
+    return nb
+
+
+def setup(app):
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

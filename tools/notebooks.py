@@ -1,0 +1,145 @@
+"""The chapter notebooks' stored outputs: the policy, a check and a refresh.
+
+Policy. The narrative notebooks under ``chapters/`` are committed **with their
+outputs**: a reader of the repository sees the figures, and nbval compares a
+fresh run against them in ``make test``. The outputs must come from one run
+of the whole notebook, top to bottom, with progress bars off
+(``COURSE_STATIC_OUTPUT=1``), against the code as it is now. The assignment
+notebooks (``solutions/``, ``exercises/``) are committed **without outputs**:
+a learner receives a clean notebook.
+
+To know "against the code as it is now" without running anything, a refresh
+stamps each notebook's metadata with a digest of what produced its outputs:
+its code cells and every ``course_lib`` module and data file they use (the
+same dependencies that key the book's execution cache, ``tools/course_book.py``).
+A notebook whose stamp differs from the digest of today's sources has stale
+outputs.
+
+    python -m tools.notebooks check            # what is stale or malformed (exit 1 if anything)
+    python -m tools.notebooks refresh          # re-execute the stale notebooks in place, then stamp them
+    python -m tools.notebooks refresh --all    # re-execute every chapter notebook
+    python -m tools.notebooks refresh chapters/02-attention/scaling-and-masks.ipynb
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+
+from tools.course_book import ROOT, dependencies, digest
+
+STAMP = "course"  # metadata key: {"outputs_digest": ...}
+TIMEOUT = 600  # seconds per cell
+
+
+def chapter_notebooks() -> list[Path]:
+    return sorted(p for p in (ROOT / "chapters").glob("*/*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def assignment_notebooks() -> list[Path]:
+    return sorted([*(ROOT / "solutions").glob("*/*.ipynb"), *(ROOT / "exercises").glob("*/*.ipynb")])
+
+
+def outputs_digest(nb: nbformat.NotebookNode) -> str:
+    """What the outputs of ``nb`` depend on: its code cells, in order, and the sources they use."""
+    h = hashlib.sha256()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            h.update(cell.source.encode())
+            h.update(b"\0")
+    h.update(digest(dependencies(nb)).encode())
+    return h.hexdigest()
+
+
+def problems(path: Path) -> list[str]:
+    """Why the stored outputs of a chapter notebook break the policy ([] if they do not)."""
+    nb = nbformat.read(path, as_version=4)
+    found = []
+    code = [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+    counts = [c.get("execution_count") for c in code]
+    if counts != list(range(1, len(code) + 1)):
+        found.append(f"not saved from one top-to-bottom run (execution counts {counts})")
+    for i, cell in enumerate(code, 1):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                found.append(f"code cell {i} stored an error: {out.get('ename')}: {out.get('evalue')}")
+            text = out.get("text", "") if out.get("output_type") == "stream" else ""
+            if "\r" in text or "it/s]" in text:
+                found.append(f"code cell {i} stored a live progress bar (run with COURSE_STATIC_OUTPUT=1)")
+    if "widgets" in nb.metadata:
+        found.append("widget state saved in the metadata")
+    stamp = nb.metadata.get(STAMP, {}).get("outputs_digest")
+    if stamp is None:
+        found.append("no outputs stamp: run `python -m tools.notebooks refresh` on it")
+    elif stamp != outputs_digest(nb):
+        found.append("stale outputs: its code or the course_lib modules it uses changed since it was run")
+    return found
+
+
+def assignment_problems(path: Path) -> list[str]:
+    nb = nbformat.read(path, as_version=4)
+    found = []
+    for i, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), 1):
+        if cell.get("outputs") or cell.get("execution_count") is not None:
+            found.append(f"code cell {i} has stored outputs (assignments are committed without outputs)")
+    return found
+
+
+def refresh(path: Path) -> float:
+    """Execute ``path`` top to bottom in its own folder, save it with its stamp; the seconds it took."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    os.environ["COURSE_STATIC_OUTPUT"] = "1"
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    elapsed = time.perf_counter() - start
+    nb.metadata.pop("widgets", None)
+    nb.metadata[STAMP] = {"outputs_digest": outputs_digest(nb)}
+    nbformat.write(nb, path)
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.notebooks", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("check", help="list notebooks whose stored outputs break the policy")
+    r = sub.add_parser("refresh", help="re-execute stale chapter notebooks in place")
+    r.add_argument("paths", nargs="*", type=Path, help="notebooks to re-execute (default: the stale ones)")
+    r.add_argument("--all", action="store_true", help="re-execute every chapter notebook")
+    args = parser.parse_args(argv)
+
+    if args.command == "check":
+        bad = 0
+        for path in chapter_notebooks():
+            for p in problems(path):
+                print(f"{path.relative_to(ROOT)}: {p}")
+                bad += 1
+        for path in assignment_notebooks():
+            for p in assignment_problems(path):
+                print(f"{path.relative_to(ROOT)}: {p}")
+                bad += 1
+        print("notebook outputs: " + ("all up to date" if not bad else f"{bad} problem(s)"))
+        return 1 if bad else 0
+
+    for path in args.paths:
+        if path.resolve().parent.parent != ROOT / "chapters" or path.suffix != ".ipynb":
+            parser.error(f"{path}: not a chapter notebook (chapters/<chapter>/<name>.ipynb)")
+    todo = ([p.resolve() for p in args.paths] if args.paths else
+            chapter_notebooks() if args.all else [p for p in chapter_notebooks() if problems(p)])
+    if not todo:
+        print("every chapter notebook is up to date")
+    for path in todo:
+        print(f"{path.relative_to(ROOT)}: executing ...", end=" ", flush=True)
+        print(f"{refresh(path):.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
