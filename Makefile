@@ -36,10 +36,13 @@ help:
 setup: $(STAMP)
 
 # The stamp is remade when the requirements change.
-$(STAMP): requirements.txt constraints.txt pyproject.toml
+# JupyterLab's settings overrides: the course works offline, so the lab never asks to fetch news.
+$(STAMP): requirements.txt constraints.txt pyproject.toml tools/jupyterlab/overrides.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp tools/jupyterlab/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
 book: $(STAMP)

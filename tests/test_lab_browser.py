@@ -381,3 +381,9 @@ def test_a_learner_fails_the_untouched_exercise_then_passes_with_the_reference(l
     learner.shot("done")
 
     assert not blocked, f"the page tried to reach other hosts than the lab: {sorted(set(blocked))}"
+    # The course works offline: the lab never offers to fetch Jupyter's news (tools/jupyterlab/overrides.json).
+    assert page_text_lacks_news(learner), "JupyterLab asked to fetch Jupyter news: the settings override is missing"
+
+
+def page_text_lacks_news(learner) -> bool:
+    return "Jupyter news" not in learner.page.inner_text("body")
