@@ -56,7 +56,7 @@ test: $(STAMP)
 check: book
 	$(BIN)/python -m tools.notebooks check
 	COURSE_BOOK_HTML=$(CURDIR)/_build/html $(BIN)/python -m pytest -q -p no:cacheprovider -o addopts= \
-		tests/test_notebook_policy.py tests/test_exercises_sync.py tests/test_book.py tests/test_book_browser.py -k "not search and not chapter_page"
+		tests/test_notebook_policy.py tests/test_exercises_sync.py tests/test_book.py tests/test_book_browser.py -k "not page_reads_offline and not search"
 
 ALL ?=
 notebooks: $(STAMP)

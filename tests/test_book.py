@@ -25,7 +25,7 @@ def test_every_toc_entry_is_a_page(built):
 def test_mathjax_is_served_from_the_site(built):
     assert (built / "_static" / "mathjax" / "tex-chtml.js").exists()
     page = (built / "chapters" / "02-attention" / "scaling-and-masks.html").read_text()
-    assert re.search(r'<script[^>]+src="(\.\./)*_static/mathjax/tex-chtml\.js"', page)
+    assert re.search(r'<script[^>]+src="(\.\./)*_static/mathjax/tex-chtml\.js(\?v=[0-9a-f]+)?"', page)
 
 
 def test_no_page_loads_scripts_styles_or_fonts_from_another_host(built):
