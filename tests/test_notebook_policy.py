@@ -142,3 +142,26 @@ def test_the_book_reads_notebooks_through_the_keyed_reader_and_loads_no_thebe():
     assert config["local_extensions"] == {"course_book": "tools/"}
     assert "course_book" in config["config"]["extensions"]
     assert "sphinx_thebe" not in config["config"]["extensions"]
+
+
+def test_sphinx_rereads_a_notebook_when_a_module_it_runs_changes():
+    """Sphinx re-reads only pages whose noted dependencies are newer: every module a notebook runs is noted."""
+    noted: list[str] = []
+
+    class Env:
+        def doc2path(self, docname):
+            return ROOT / f"{docname}.ipynb"
+
+        def note_dependency(self, path):
+            noted.append(path)
+
+    class App:
+        env = Env()
+
+    nb = nbformat.writes(new_notebook(cells=[new_code_cell("from course_lib.swin import window_partition")]))
+    course_book.note_dependencies(App(), "chapters/11-swin/shifted-windows", [nb])
+    assert str(ROOT / "course_lib" / "swin.py") in noted and str(ROOT / "course_lib" / "attention.py") in noted
+    noted.clear()
+    App.env.doc2path = lambda self, docname: ROOT / f"{docname}.md"
+    course_book.note_dependencies(App(), "intro", ["# a page"])
+    assert noted == []

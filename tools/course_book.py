@@ -19,7 +19,11 @@ notebook imports, followed through the imports of those modules (within
 * editing one page re-executes that page only;
 * the kernel ignores the extra key (it starts the kernel by ``kernelspec.name``).
 
-The extension registers nothing else; it is listed in ``sphinx.config.extensions``.
+Sphinx itself re-reads a page only when its source, or a file noted as its
+dependency, is newer than the last build: :func:`note_dependencies` notes the
+same files for every notebook, so the edited module brings the page back to
+the reader, and the reader's key decides whether it runs again. The extension
+is listed in ``sphinx.config.extensions``.
 """
 
 from __future__ import annotations
@@ -148,5 +152,18 @@ def read_notebook(text: str) -> nbformat.NotebookNode:
     return nb
 
 
+def note_dependencies(app, docname: str, source: list[str]) -> None:
+    """Sphinx re-reads a page only when a file it depends on is newer: tell it what a notebook runs."""
+    if not str(app.env.doc2path(docname)).endswith(".ipynb"):
+        return
+    try:
+        nb = nbformat.reads(source[0], as_version=4)
+    except Exception:  # not a notebook Sphinx can read anyway: myst-nb reports it
+        return
+    for path in dependencies(nb):
+        app.env.note_dependency(str(path))
+
+
 def setup(app):
+    app.connect("source-read", note_dependencies)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
