@@ -149,8 +149,10 @@ def test_sphinx_rereads_a_notebook_when_a_module_it_runs_changes():
     noted: list[str] = []
 
     class Env:
+        suffix = ".ipynb"
+
         def doc2path(self, docname):
-            return ROOT / f"{docname}.ipynb"
+            return ROOT / f"{docname}{self.suffix}"
 
         def note_dependency(self, path):
             noted.append(path)
@@ -162,6 +164,6 @@ def test_sphinx_rereads_a_notebook_when_a_module_it_runs_changes():
     course_book.note_dependencies(App(), "chapters/11-swin/shifted-windows", [nb])
     assert str(ROOT / "course_lib" / "swin.py") in noted and str(ROOT / "course_lib" / "attention.py") in noted
     noted.clear()
-    App.env.doc2path = lambda self, docname: ROOT / f"{docname}.md"
+    App.env.suffix = ".md"
     course_book.note_dependencies(App(), "intro", ["# a page"])
     assert noted == []
