@@ -15,19 +15,16 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import select
-import shutil
 import signal
-import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from nbtools import ROOT, assignments
+from labtools import running_lab
+from nbtools import assignments
 
 pytestmark = pytest.mark.slow
 
@@ -36,49 +33,12 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 PAGE_TIMEOUT = 60  # seconds for the formgrader page to list the assignments
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """`make lab` on a free port: yields (port, token); the whole process group is stopped afterwards."""
-    port = free_port()
+    """`make lab` on a free port with a scratch gradebook: yields (port, token)."""
     gradebook = tmp_path_factory.mktemp("formgrader") / "gradebook.db"
-    proc = subprocess.Popen(
-        ["make", "--no-print-directory", "lab", f"LAB_PORT={port}"], cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        env=dict(os.environ, GRADEBOOK_URL=f"sqlite:///{gradebook}"),
-    )
-    seen, token, deadline = [], None, time.time() + 180
-    try:
-        while time.time() < deadline and token is None:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            m = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=([0-9a-f]+)", line)
-            token = m.group(1) if m else None
-        assert token, "make lab printed no URL with a token:\n" + "".join(seen)
-        while True:  # the URL is printed as the server starts listening: wait until it answers
-            try:
-                req = urllib.request.Request(f"http://127.0.0.1:{port}/api/status",
-                                             headers={"Authorization": f"token {token}"})
-                with urllib.request.urlopen(req, timeout=30):
-                    break
-            except OSError:
-                assert time.time() < deadline, "JupyterLab printed its URL but never answered:\n" + "".join(seen)
-                time.sleep(0.5)
-        yield port, token
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+    with running_lab(env={"GRADEBOOK_URL": f"sqlite:///{gradebook}"}) as lab:
+        yield lab.port, lab.token
 
 
 class Chromium:

@@ -21,14 +21,8 @@ test's tmp_path.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import threading
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -37,6 +31,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect, sync_playwright
 
+from labtools import running_lab
 from nbtools import ROOT, read_cells
 
 pytestmark = pytest.mark.slow
@@ -55,12 +50,6 @@ STUB = re.compile(r"^[ \t]*# YOUR CODE HERE\n[ \t]*raise NotImplementedError\([^
 SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*\n(.*?)^[ \t]*### END SOLUTION[ \t]*(?:\n|\Z)", re.S | re.M)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """`make lab` on a scratch copy of the exercise: yields (port, token, folder, server log lines).
@@ -70,48 +59,14 @@ def lab(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("lab")
     folder = scratch / "learner"
     shutil.copytree(ROOT / "exercises" / ASSIGNMENT, folder)
-    port = free_port()
     env = dict(
-        os.environ,
         GRADEBOOK_URL=f"sqlite:///{scratch / 'gradebook.db'}",  # never the instructor's gradebook.db
         # A fresh JupyterLab: no workspace or user setting of whoever runs the tests is restored.
         JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"),
         JUPYTERLAB_SETTINGS_DIR=str(scratch / "user-settings"),
     )
-    proc = subprocess.Popen(
-        ["make", "--no-print-directory", "lab", f"LAB_PORT={port}", f"LAB_DIR={folder}"], cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env,
-    )
-    seen, token, deadline = [], None, time.time() + LAB_START_S
-    try:
-        while time.time() < deadline and token is None:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            m = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=([0-9a-f]+)", line)
-            token = m.group(1) if m else None
-        assert token, "make lab printed no URL with a token:\n" + "".join(seen)
-        while True:  # the URL is printed as the server starts listening: wait until it answers
-            try:
-                req = urllib.request.Request(f"http://127.0.0.1:{port}/api/status",
-                                             headers={"Authorization": f"token {token}"})
-                with urllib.request.urlopen(req, timeout=30):
-                    break
-            except OSError:
-                assert time.time() < deadline, "JupyterLab printed its URL but never answered:\n" + "".join(seen)
-                time.sleep(0.5)
-        # The server's log is drained in the background, or a chatty server would block on a full pipe.
-        drain = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
-        drain.start()
-        yield port, token, folder, seen
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+    with running_lab(f"LAB_DIR={folder}", env=env, start_s=LAB_START_S) as lab:
+        yield lab.port, lab.token, folder, lab.log
 
 
 @pytest.fixture
