@@ -321,28 +321,15 @@ def test_there_are_notebooks_with_figures():
     assert figures >= 40, "the chapter notebooks lost their figures, or the glob is wrong"
 
 
+RULES = {"alt text": lambda nb: alt_problems(nb), "colour-blind style first": lambda nb: style_problems(nb),
+         "safe colour maps": lambda nb: colormap_problems(nb), "no red with green": lambda nb: red_green_problems(nb)}
+
+
+@pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
-def test_figures_have_alt_text(path):
-    problems = alt_problems(nbformat.read(path, as_version=4))
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
-def test_colour_blind_style_comes_first(path):
-    problems = style_problems(nbformat.read(path, as_version=4))
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
-def test_colour_maps_are_safe(path):
-    problems = colormap_problems(nbformat.read(path, as_version=4))
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
-def test_no_red_with_green(path):
-    problems = red_green_problems(nbformat.read(path, as_version=4))
-    assert not problems, "\n".join(problems)
+def test_figures_follow_the_rule(path, rule):
+    problems = RULES[rule](nbformat.read(path, as_version=4))
+    assert not problems, f"{_id(path)} ({rule}):\n" + "\n".join(problems)
 
 
 def _notebook(*cells):
