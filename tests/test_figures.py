@@ -321,8 +321,8 @@ def test_there_are_notebooks_with_figures():
     assert figures >= 40, "the chapter notebooks lost their figures, or the glob is wrong"
 
 
-RULES = {"alt text": lambda nb: alt_problems(nb), "colour-blind style first": lambda nb: style_problems(nb),
-         "safe colour maps": lambda nb: colormap_problems(nb), "no red with green": lambda nb: red_green_problems(nb)}
+RULES = {"alt text": alt_problems, "colour-blind style first": style_problems,
+         "safe colour maps": colormap_problems, "no red with green": red_green_problems}
 
 
 @pytest.mark.parametrize("rule", RULES)
