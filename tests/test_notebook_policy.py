@@ -7,6 +7,7 @@ assignment notebooks are committed without outputs. `make check` runs this file.
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
@@ -167,3 +168,66 @@ def test_sphinx_rereads_a_notebook_when_a_module_it_runs_changes():
     App.env.suffix = ".md"
     course_book.note_dependencies(App(), "intro", ["# a page"])
     assert noted == []
+
+
+# ---- every notebook says where it runs, and every training loop shows progress ------------------
+
+def _code(path: Path) -> list[str]:
+    return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("path", CHAPTER_NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_notebook_picks_the_gpu_when_there_is_one_and_says_which_device(path):
+    first = _code(path)[0]
+    assert "torch.cuda.is_available()" in first, f"{path.name}: the setup cell does not pick the GPU when present"
+    nb = nbformat.read(path, as_version=4)
+    shown = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "Running on: cpu" in shown or "Running on: cuda" in shown, f"{path.name} does not say which device it uses"
+
+
+def training_loops_without_progress(source: str) -> list[str]:
+    """`for` loops that update a model (backward, an optimiser step) with no progress bar around them."""
+    tree = ast.parse(source)
+    found = []
+
+    def visit(node, shown: bool):
+        if isinstance(node, ast.For):
+            here = shown or "progress(" in ast.unparse(node.iter)
+            body = "\n".join(ast.unparse(n) for n in node.body)
+            trains = ".backward(" in body or "train_step(" in body
+            if trains and not here and not _calls_progress_inside(node):
+                found.append(f"line {node.lineno}: for {ast.unparse(node.target)} in {ast.unparse(node.iter)}")
+            for child in node.body:
+                visit(child, here)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, shown)
+
+    visit(tree, False)
+    return found
+
+
+def _calls_progress_inside(loop: ast.For) -> bool:
+    return any(isinstance(n, ast.For) and "progress(" in ast.unparse(n.iter) for n in ast.walk(loop) if n is not loop)
+
+
+@pytest.mark.parametrize("path", CHAPTER_NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_training_loop_shows_progress(path):
+    problems = []
+    for i, src in enumerate(_code(path)):
+        try:
+            loops = training_loops_without_progress(src)
+        except SyntaxError:
+            continue
+        if loops and "progress(" not in src:  # a loop inside a function the cell calls under a progress bar passes
+            problems += [f"code cell {i}: {loop}" for loop in loops]
+    assert not problems, f"{path.name}: training loops with no progress bar (course_lib.training.progress):\n" + \
+        "\n".join(problems)
+
+
+def test_the_progress_check_catches_a_bare_training_loop():
+    bare = "for step in range(100):\n    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n"
+    shown = "for step in progress(range(100)):\n    loss = model(x).sum()\n    loss.backward()\n"
+    outer = "for run in progress(runs):\n    for step in range(10):\n        loss.backward()\n"
+    assert training_loops_without_progress(bare) and not training_loops_without_progress(shown)
+    assert not training_loops_without_progress(outer)
