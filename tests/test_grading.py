@@ -359,3 +359,36 @@ def test_an_infinite_expected_entry_needs_the_same_infinity():
     with pytest.raises(G.ExerciseFailure, match="wrong values"):
         G.check_function(big_negative, lambda n: expected.clone(), [G.Case((2,))])
     G.check_function(lambda n: expected.clone(), lambda n: expected.clone(), [G.Case((2,))])
+
+
+# ---- tolerances come from the reference's own error, measured over several draws ----------------
+
+def test_a_tolerance_stays_tight_on_a_well_conditioned_case():
+    from course_lib.grading import Case, _tolerance
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 16, generator=g)
+    case = Case((x,))
+    atol, rtol = _tolerance(lambda t: torch.softmax(t, -1), case, torch.softmax(x.double(), -1))
+    assert atol < 1e-5 and rtol < 1e-5, (atol, rtol)
+
+
+def test_a_tolerance_widens_with_the_conditioning_of_the_case():
+    """A variance of values far from zero loses digits in float32 whatever the code: the tolerance says so."""
+    from course_lib.grading import Case, _tolerance
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 16, generator=g)
+    ref = lambda t: t.var(-1)  # noqa: E731
+    tight, _ = _tolerance(ref, Case((x,)), ref(x.double()))
+    wide, _ = _tolerance(ref, Case((x + 1e4,)), ref((x + 1e4).double()))
+    assert wide > 10 * tight, (tight, wide)
+
+
+def test_a_float64_case_gets_a_tolerance_scaled_from_float32_not_zero():
+    from course_lib.grading import Case, _tolerance
+
+    x = torch.randn(4, 32, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 30
+    ref = lambda t: torch.logsumexp(t, -1)  # noqa: E731
+    atol, _ = _tolerance(ref, Case((x,)), ref(x))
+    assert 0 < atol < 1e-9, atol

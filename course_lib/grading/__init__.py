@@ -359,34 +359,56 @@ def _close(a: Tensor, b: Tensor, atol: float, rtol: float) -> bool:
     return bool(ok.all())
 
 
-def _tolerance(reference: Callable, case: Case, ref64: Tensor) -> tuple[float, float]:
-    """(atol, rtol) for one case: a multiple of the reference's own error in the case's dtype."""
+def _perturbed(case: Case, eps: float, g: torch.Generator) -> Case:
+    """The case with every floating tensor moved by about one rounding (relative ``eps``)."""
+    return case.map_tensors(
+        lambda t: t * (1 + eps * torch.randn(t.shape, generator=g, dtype=t.dtype)) if t.is_floating_point() else t)
+
+
+def _in_dtype(case: Case, dtype: torch.dtype) -> Case:
+    """The case with its floating tensors and modules (deep-copied) converted to ``dtype``."""
+    def conv(x):
+        if isinstance(x, torch.nn.Module):
+            return copy.deepcopy(x).to(dtype)
+        return x.to(dtype) if isinstance(x, Tensor) and x.is_floating_point() else x
+    return Case(tuple(conv(a) for a in case.args), {k: conv(v) for k, v in case.kwargs.items()}, case.label)
+
+
+def _tolerance(reference: Callable, case: Case, ref64: Tensor, trials: int = 4) -> tuple[float, float]:
+    """(atol, rtol) for one case: a multiple of the error any correct implementation makes in the case's dtype.
+
+    One run of the reference in the case's dtype can be luckily accurate, so the
+    reference runs ``trials`` times, at the case's inputs and at inputs moved by
+    one rounding: its error in the case's dtype at each point (for a float64 case,
+    its float32 error scaled down by the ratio of the two epsilons, since float64
+    against itself shows nothing), and how far the float64 result moves between
+    the points (how ill-conditioned the case is, whatever the implementation).
+    """
     if not ref64.is_floating_point():
         return 0.0, 0.0
     dtypes = [t.dtype for t in list(case.args) + list(case.kwargs.values()) if isinstance(t, Tensor) and t.is_floating_point()]
     dtype = dtypes[0] if dtypes else ref64.dtype
     eps = torch.finfo(dtype).eps
+    low, factor = (torch.float32, eps / torch.finfo(torch.float32).eps) if dtype == torch.float64 else (dtype, 1.0)
     finite = torch.isfinite(ref64)
 
-    def error_in(case_low: Case) -> float:
+    def run(c: Case) -> Tensor:
         with torch.no_grad():
-            ref_low = reference(*case_low.args, **case_low.kwargs)
-        return float((ref_low.double() - ref64).abs()[finite].max()) if finite.any() else 0.0
+            return reference(*c.clone().args, **c.clone().kwargs).double()
 
-    own_err = error_in(case.clone())
-    if dtype == torch.float64:
-        # float64 against itself shows no error at all; estimate how ill-conditioned the case is
-        # from the float32 error instead, scaled down by the ratio of the two epsilons.
-        def to32(x):
-            if isinstance(x, torch.nn.Module):
-                return copy.deepcopy(x).float()
-            return x.float() if isinstance(x, Tensor) and x.dtype == torch.float64 else x
+    def gap(a: Tensor, b: Tensor) -> float:
+        ok = finite & torch.isfinite(a) & torch.isfinite(b)
+        return float((a - b).abs()[ok].max()) if a.shape == b.shape and ok.any() else 0.0
 
-        as32 = Case(tuple(to32(a) for a in case.args), {k: to32(v) for k, v in case.kwargs.items()}, case.label)
+    own_err, g = 0.0, torch.Generator().manual_seed(4321)
+    case64 = case.in_float64()
+    for trial in range(trials):
         try:
-            own_err = max(own_err, error_in(as32.clone()) * eps / torch.finfo(torch.float32).eps)
-        except Exception:  # a reference that cannot run in float32 gets the floor only
-            pass
+            point = case64 if trial == 0 else _perturbed(case64, eps, g)
+            exact = ref64.double() if trial == 0 else run(point)
+            own_err = max(own_err, gap(exact, ref64.double()), factor * gap(run(_in_dtype(point, low)), exact))
+        except Exception:  # a reference that cannot run this way gets the other estimates and the floor
+            continue
     magnitude = float(ref64.abs()[finite].max()) if finite.any() else 1.0
     atol = max(8.0 * own_err, 16.0 * eps * max(1.0, magnitude))
     rtol = 16.0 * eps
@@ -537,6 +559,60 @@ def _tensors(case: Case) -> list[Tensor]:
     return [t for t in list(case.args) + list(case.kwargs.values()) if isinstance(t, Tensor)]
 
 
+def _reference_grads(reference: Callable, case: Case, upstream: Tensor) -> list[Tensor | None]:
+    """Gradients of ``(reference(case) * upstream).sum()`` with respect to the case's floating inputs."""
+    inp = case.map_tensors(lambda t: t.detach().clone().requires_grad_(True) if t.is_floating_point() else t)
+    leaves = [t for t in _tensors(inp) if t.is_floating_point()]
+    out = reference(*inp.args, **inp.kwargs)
+    return list(torch.autograd.grad((out * upstream.to(out.dtype)).sum(), leaves, allow_unused=True))
+
+
+def _gradient_error(reference: Callable, mine: Case, case64: Case, upstream: Tensor,
+                    ref_grads: list[Tensor | None], trials: int = 4) -> list[float]:
+    """Per input, how far a correct gradient in the case's dtype may fall from the float64 one.
+
+    Rounding makes any correct implementation's gradient a random draw around the
+    exact one, and one draw of the reference's own error can be luckily small (a
+    gradient that is exactly zero in theory, such as the cosine of 1-d vectors, is
+    pure cancellation noise). So the reference is run ``trials`` times, at the
+    case's inputs and at inputs moved by one rounding of the case's dtype:
+
+    * its error in the case's dtype at each point (for a float64 case, its float32
+      error scaled down by the ratio of the two epsilons: float64 against itself
+      shows nothing), and
+    * how far the float64 gradient itself moves between the points, which measures
+      how ill-conditioned the case is (a softmax of huge logits, nearly-zero
+      vectors normalized), whatever the implementation.
+
+    The largest of these, per input, is returned.
+    """
+    dtype = next((t.dtype for t in _tensors(mine) if t.is_floating_point()), torch.float64)
+    eps = torch.finfo(dtype).eps
+    low, factor = (torch.float32, eps / torch.finfo(torch.float32).eps) if dtype == torch.float64 else (dtype, 1.0)
+    g = torch.Generator().manual_seed(4321)
+    errors = [0.0] * len(ref_grads)
+
+    def spread(grads: list[Tensor | None], against: list[Tensor | None], scale: float) -> None:
+        for i, (lg, rg) in enumerate(zip(grads, against)):
+            if rg is None or lg is None or not lg.numel() or lg.shape != rg.shape:
+                continue
+            finite = torch.isfinite(rg) & torch.isfinite(lg.double())
+            if finite.any():
+                errors[i] = max(errors[i], scale * float((lg.double() - rg.double()).abs()[finite].max()))
+
+    for trial in range(trials):
+        point = case64 if trial == 0 else _perturbed(case64, eps, g)
+        try:
+            exact = _reference_grads(reference, point, upstream) if trial else ref_grads
+            spread(exact, ref_grads, 1.0)
+            rounded = _reference_grads(reference, point.map_tensors(
+                lambda t: t.to(low) if t.is_floating_point() else t), upstream)
+            spread(rounded, exact, factor)
+        except Exception:  # a reference that cannot run this way gets the other estimates and the floor
+            continue
+    return errors
+
+
 def _check_gradients(name: str, out: Tensor, mine: Case, reference: Callable, case64: Case, label: str) -> None:
     inputs = [t for t in _tensors(mine) if t.is_floating_point()]
     if not out.requires_grad:
@@ -544,30 +620,15 @@ def _check_gradients(name: str, out: Tensor, mine: Case, reference: Callable, ca
     g = torch.Generator().manual_seed(1234)
     upstream = torch.randn(out.shape, generator=g, dtype=torch.float64)
     grads = torch.autograd.grad((out * upstream.to(out.dtype)).sum(), inputs, allow_unused=True)
-    ref_in = case64.map_tensors(lambda t: t.detach().clone().requires_grad_(True) if t.is_floating_point() else t)
-    ref_inputs = [t for t in _tensors(ref_in) if t.is_floating_point()]
-    ref_out = reference(*ref_in.args, **ref_in.kwargs)
-    ref_grads = torch.autograd.grad((ref_out * upstream).sum(), ref_inputs, allow_unused=True)
-    # the reference's own gradient error in the case's dtype: an ill-conditioned case earns a wider tolerance
-    low_in = mine.map_tensors(lambda t: t.detach().clone().requires_grad_(True) if t.is_floating_point() else t)
-    low_inputs = [t for t in _tensors(low_in) if t.is_floating_point()]
-    try:
-        low_out = reference(*low_in.args, **low_in.kwargs)
-        low_grads = torch.autograd.grad((low_out * upstream.to(low_out.dtype)).sum(), low_inputs, allow_unused=True)
-    except Exception:  # a reference that cannot differentiate in this dtype gets the floor only
-        low_grads = [None] * len(low_inputs)
+    ref_inputs = [t for t in _tensors(case64) if t.is_floating_point()]
+    ref_grads = _reference_grads(reference, case64, upstream)
+    own = _gradient_error(reference, mine, case64, upstream, ref_grads)
     for i, (mg, rg) in enumerate(zip(grads, ref_grads)):
         rg = torch.zeros_like(ref_inputs[i]) if rg is None else rg
         mg = torch.zeros_like(inputs[i]) if mg is None else mg
         scale = max(1.0, float(rg.abs().max())) if rg.numel() else 1.0
         eps = torch.finfo(inputs[i].dtype).eps
-        own = 0.0
-        lg = low_grads[i] if i < len(low_grads) else None
-        if lg is not None and lg.numel() and lg.shape == rg.shape:
-            finite = torch.isfinite(rg)
-            if finite.any():
-                own = float((lg.double() - rg).abs()[finite].max())
-        if not _close(mg, rg, max(1e3 * eps * scale, 8.0 * own), 1e3 * eps):
+        if not _close(mg, rg, max(1e3 * eps * scale, 8.0 * own[i]), 1e3 * eps):
             raise ExerciseFailure(
                 f"{name}: the values are right but the gradient with respect to input {i + 1} is not "
                 f"({label}, {_describe_diff(mg, rg)}). Avoid in-place edits of tensors autograd needs, "
