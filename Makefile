@@ -1,6 +1,7 @@
 # One command each, on a fresh clone: every target sets up .venv on first use.
 #   make book       build the HTML book into _build/html
-#   make test       run the whole test suite
+#   make test       run the whole test suite (as root it first installs the Debian packages it needs)
+#   make test-fast  course_lib's and the grader's unit tests: no notebooks, no nbgrader, no browser
 #   make lab        JupyterLab on the course, with the nbgrader extension (LAB_PORT=8888;
 #                   LAB_DIR=<folder> serves another folder, e.g. a copy of exercises/02-attention)
 #   make check      quick checks before a commit: stale notebook outputs, exercises in sync, the book and its links
@@ -10,6 +11,8 @@
 #   make feedback   HTML feedback for every graded submission, hidden tests not shown
 #   make stability  the reference keeps full marks over 100 random seeds of every hidden test (minutes)
 #   make mutants    mutation-test the assignments' hidden tests (minutes; MUTANTS_ARGS="--assignment 02-attention")
+#   make portability  nbval strict on every chapter notebook under each CPU-kernel and thread variant (minutes)
+#   make seeds      every claim of the chapter notebooks over seeds 0-4, with its smallest margin (minutes)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -26,7 +29,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all setup book test check notebooks lab exercises grade feedback constraints clean help mutants stability
+.PHONY: all system-book system-test setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability
 
 all: help
 
@@ -35,9 +38,17 @@ help:
 
 setup: $(STAMP)
 
+# Debian packages: Python's venv for every target, PostgreSQL and Chromium for the tests
+# (tools/system_packages.sh installs them as root, or names them and the command to run).
+system-book:
+	@PYTHON=$(PYTHON) tools/system_packages.sh book
+system-test:
+	@PYTHON=$(PYTHON) tools/system_packages.sh test
+
 # The stamp is remade when the requirements change.
 # JupyterLab's settings overrides: the course works offline, so the lab never asks to fetch news.
 $(STAMP): requirements.txt constraints.txt pyproject.toml tools/jupyterlab/overrides.json
+	@PYTHON=$(PYTHON) tools/system_packages.sh book
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
@@ -49,8 +60,18 @@ book: $(STAMP)
 	COURSE_STATIC_OUTPUT=1 $(BIN)/jupyter-book build . --builder html -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-test: $(STAMP)
+test: system-test $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -o addopts= -m "not slow" -p no:cacheprovider tests $(PYTEST_ARGS)
+
+portability: $(STAMP)
+	$(BIN)/python -m tools.portability matrix
+
+SEEDS ?= 0-4
+seeds: $(STAMP)
+	$(BIN)/python -m tools.portability seeds --seeds $(SEEDS)
 
 # The quick checks (a minute once the book is built; the build itself is cached).
 check: book

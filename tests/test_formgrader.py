@@ -2,7 +2,7 @@
 
 The formgrader's Manage Assignments page fills its table with JavaScript from
 the formgrader's API, so the page is loaded in Debian's Chromium, headless
-(`tools/ci_system_packages.sh` installs it), driven over the DevTools protocol
+(`tools/system_packages.sh` installs it), driven over the DevTools protocol
 on a pipe (--remote-debugging-pipe: no port, no extra Python package), and the
 test waits for the rows to appear in the rendered DOM.
 
@@ -46,7 +46,7 @@ class Chromium:
 
     def __init__(self, profile: Path):
         if not CHROMIUM.is_file():
-            pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with tools/ci_system_packages.sh "
+            pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with tools/system_packages.sh "
                         "(as root) and run the tests again", pytrace=False)
         # Chromium reads commands on its fd 3 and writes replies on its fd 4.
         cmd_r, self._cmd_w = os.pipe()

@@ -6,7 +6,7 @@ anything else, by nbgrader itself too (it would otherwise log the error and
 carry on with a default gradebook).
 
 The slow ones start a real PostgreSQL server of their own on loopback (Debian's
-package: `tools/ci_system_packages.sh` installs it), grade submissions into it
+package: `tools/system_packages.sh` installs it), grade submissions into it
 with `make grade`'s tool from one course copy, then from a second copy, as a
 second grader on another machine would, and read the grades back from the
 server with nbgrader's Gradebook API.
@@ -38,7 +38,7 @@ FULL_MARKS = 10
 PG_USER = "grader"
 PG_PASSWORD = "s3cret-grader"  # password auth over TCP, as between machines
 PG_DB = "gradebook"
-SETUP_HINT = "install Debian's postgresql with tools/ci_system_packages.sh (as root) and run the tests again"
+SETUP_HINT = "install Debian's postgresql with tools/system_packages.sh (as root) and run the tests again"
 
 
 # --- GRADEBOOK_URL as nbgrader_config.py reads it ------------------------------------------------

@@ -73,7 +73,7 @@ def lab(tmp_path_factory):
 def browser_page(tmp_path):
     """A headless Debian Chromium page that can reach only 127.0.0.1; yields (page, blocked request URLs)."""
     if not CHROMIUM.is_file():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with tools/ci_system_packages.sh "
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with tools/system_packages.sh "
                     "(as root) and run the tests again", pytrace=False)
     blocked: list[str] = []
 

@@ -1,0 +1,240 @@
+"""The chapter notebooks give the same outputs on any machine, and their claims hold over seeds.
+
+Two runs, each a make target:
+
+    python -m tools.portability matrix   # make portability: nbval strict under every CPU-kernel variant
+    python -m tools.portability seeds    # make seeds: every claim over seeds 0-4, its worst margin
+
+**matrix.** torch picks its CPU kernels by the processor (``ATEN_CPU_CAPABILITY``:
+``default``, ``avx2``, ``avx512``) and splits work by its thread count; a GPU
+rounds differently again. A stored output is portable when a fresh run under
+each variant prints it again. The matrix runs nbval, strict, on every chapter
+notebook under: the kernels ``default`` and ``avx2`` and the machine's best
+(1 thread each), the machine's best with 2 threads, and CUDA when a GPU is
+present. ``make test`` runs one variant besides the native one
+(``tests/test_portability.py``).
+
+**seeds.** Every notebook takes its seed from ``COURSE_SEED``
+(``course_lib.experiment``). Each notebook runs once per seed; every claim it
+checks is logged, and the table gives, per claim, the seeds it held on and its
+smallest margin. A claim that fails on any seed, or a notebook that stops with
+an error, fails the run.
+
+    python -m tools.portability seeds --seeds 0-4 --jobs 2 chapters/09-vision-transformer/inside-a-vit.ipynb
+    python -m tools.portability matrix --variants default:1,native:2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from tools.course_book import ROOT
+
+CAPABILITIES = ("default", "avx2", "avx512")
+
+
+def chapter_notebooks() -> list[Path]:
+    return sorted(p for p in (ROOT / "chapters").glob("*/*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def native_capability() -> str:
+    """torch's own choice of CPU kernels on this machine, as ``ATEN_CPU_CAPABILITY`` spells it."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability().lower()
+
+
+def default_variants() -> list[tuple[str, int]]:
+    """(capability, threads) pairs: every capability the machine has with 1 thread, its best with 2."""
+    native = native_capability()
+    caps = [c for c in CAPABILITIES if CAPABILITIES.index(c) <= CAPABILITIES.index(native)] \
+        if native in CAPABILITIES else ["default", native]
+    return [(c, 1) for c in caps] + [(native, 2)]
+
+
+def parse_variants(text: str) -> list[tuple[str, int]]:
+    out = []
+    for item in text.split(","):
+        cap, _, threads = item.strip().partition(":")
+        cap = native_capability() if cap == "native" else cap
+        if cap not in CAPABILITIES:
+            raise SystemExit(f"--variants: {cap!r} is not a CPU capability; use one of {', '.join(CAPABILITIES)} "
+                             "or native, as CAP:THREADS (default:1,native:2)")
+        try:
+            n = int(threads or 1)
+        except ValueError:
+            raise SystemExit(f"--variants: {threads!r} in {item!r} is not a thread count") from None
+        if n < 1:
+            raise SystemExit(f"--variants: the thread count in {item!r} must be >= 1")
+        out.append((cap, n))
+    return out
+
+
+def parse_seeds(text: str) -> list[int]:
+    m = re.fullmatch(r"(\d+)(?:-(\d+))?", text.strip())
+    seeds = None
+    if m:
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        seeds = list(range(lo, hi + 1)) if lo <= hi else None
+    elif re.fullmatch(r"\d+(,\d+)+", text.strip()):
+        seeds = [int(s) for s in text.split(",")]
+    if not seeds:
+        raise SystemExit(f"--seeds {text!r}: give a range like 0-4 or a list like 0,3,7")
+    return seeds
+
+
+def variant_env(capability: str | None, threads: int, log: Path | None = None, seed: int | None = None) -> dict:
+    env = dict(os.environ, COURSE_STATIC_OUTPUT="1", COURSE_THREADS=str(threads))
+    env.pop("COURSE_SEED", None)
+    if capability is not None:  # a CPU variant runs on the CPU even where a GPU is present
+        env["ATEN_CPU_CAPABILITY"] = capability
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env.pop("ATEN_CPU_CAPABILITY", None)
+    if log is not None:
+        env["COURSE_CLAIMS_LOG"] = str(log)
+    if seed is not None:
+        env["COURSE_SEED"] = str(seed)
+    return env
+
+
+def run_nbval(paths: list[Path], env: dict) -> tuple[int, str]:
+    """nbval strict over ``paths`` in one pytest process: (return code, its report)."""
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-o", "testpaths=",
+            "--nbval", "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"),
+            "--nbval-cell-timeout=600", *[str(p) for p in paths]]
+    res = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
+    return res.returncode, res.stdout + res.stderr
+
+
+def failed_cells(report: str) -> list[str]:
+    return sorted(set(re.findall(r"^FAILED (\S+\.ipynb::Cell \d+)", report, re.M)))
+
+
+def matrix(paths: list[Path], variants: list[tuple[str, int]], cuda: bool) -> int:
+    runs = [(f"{cap}, {n} thread{'s' if n > 1 else ''}", variant_env(cap, n)) for cap, n in variants]
+    if cuda:
+        runs.append(("cuda", variant_env(None, 1)))
+    bad = 0
+    for name, env in runs:
+        start = time.perf_counter()
+        code, report = run_nbval(paths, env)
+        cells = failed_cells(report)
+        summary = (re.findall(r"^=+ (.*) in [\d.]+s", report, re.M) or [report.strip().splitlines()[-1:]])[-1]
+        print(f"{name:>22}: {'ok' if code == 0 else 'FAILED'} ({summary}; {time.perf_counter() - start:.0f} s)")
+        for cell in cells:
+            print(f"{'':>24}{cell}")
+        if code != 0:
+            bad += 1
+            if not cells:
+                print(report[-3000:])
+    print(f"portability: {len(runs) - bad} of {len(runs)} variants pass on {len(paths)} notebooks")
+    return 1 if bad else 0
+
+
+def _execute(job: tuple[str, int, str]) -> tuple[str, int, str | None, float]:
+    """Run one notebook top to bottom under one seed (no outputs saved): (path, seed, error, seconds)."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    path, seed, log = job
+    os.environ.update(variant_env(None, int(os.environ.get("COURSE_THREADS", "1")), Path(log), seed))
+    os.environ.pop("ATEN_CPU_CAPABILITY", None)  # the machine's own kernels
+    os.environ["COURSE_NOTEBOOK"] = str(Path(path).relative_to(ROOT))
+    nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+        error = None
+    except CellExecutionError as e:
+        error = str(e).strip().splitlines()[-1][:300]
+    return path, seed, error, time.perf_counter() - start
+
+
+def summarise(records: list[dict]) -> list[dict]:
+    """Per claim (notebook, statement): the seeds it held and failed on, its smallest margins."""
+    by_claim: dict[tuple[str, str], dict] = {}
+    for r in records:
+        key = (r["notebook"], r["statement"])
+        s = by_claim.setdefault(key, {"notebook": r["notebook"], "statement": r["statement"], "op": r["op"],
+                                      "held": [], "failed": [], "margin": None, "relative": None, "worst_value": None})
+        (s["held"] if r["holds"] else s["failed"]).append(r["seed"])
+        if r["op"] != "==" and r["relative"] is not None and (s["relative"] is None or r["relative"] < s["relative"]):
+            s["relative"], s["margin"], s["worst_value"] = r["relative"], r["margin"], r["value"]
+    return sorted(by_claim.values(), key=lambda s: (s["relative"] is None, s["relative"] or 0.0))
+
+
+def seeds_run(paths: list[Path], seeds: list[int], jobs: int, out: Path | None) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "claims.jsonl"
+        log.touch()
+        todo = [(str(p), s, str(log)) for p in paths for s in seeds]
+        errors = []
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for path, seed, error, secs in pool.map(_execute, todo):
+                rel = Path(path).relative_to(ROOT)
+                print(f"seed {seed}  {rel}  {secs:5.1f} s  {'ok' if error is None else 'ERROR: ' + error}", flush=True)
+                if error is not None:
+                    errors.append((str(rel), seed, error))
+        records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    table = summarise(records)
+    print(f"\n{len(table)} claims in {len(paths)} notebooks over seeds {seeds}: smallest margin first")
+    print(f"{'relative':>9} {'margin':>10} {'held':>5}  claim")
+    for s in table:
+        rel = "exact" if s["relative"] is None else f"{s['relative']:+.3f}"
+        margin = "" if s["margin"] is None else f"{s['margin']:+.4g}"
+        held = f"{len(s['held'])}/{len(s['held']) + len(s['failed'])}"
+        print(f"{rel:>9} {margin:>10} {held:>5}  {s['notebook']}: {s['statement']}"
+              + (f"  FAILED on seeds {sorted(s['failed'])}" if s["failed"] else ""))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"seeds": seeds, "claims": table, "errors": errors}, indent=1))
+        print(f"written to {out}")
+    failed = [s for s in table if s["failed"]]
+    for path, seed, error in errors:
+        print(f"ERROR {path} on seed {seed}: {error}")
+    print(f"seeds: {len(table) - len(failed)} of {len(table)} claims hold on every seed; "
+          f"{len(errors)} notebook run(s) stopped with an error")
+    return 1 if failed or errors else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.portability", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("matrix", help="nbval strict under each CPU-kernel and thread variant (and CUDA)")
+    m.add_argument("--variants", help="CAP:THREADS,... (default: every capability with 1 thread, native with 2)")
+    m.add_argument("paths", nargs="*", type=Path)
+    s = sub.add_parser("seeds", help="run the notebooks over seeds; every claim's smallest margin")
+    s.add_argument("--seeds", default="0-4")
+    s.add_argument("--jobs", type=int, default=2)
+    s.add_argument("--out", type=Path, default=ROOT / "_build" / "claims" / "seeds.json")
+    s.add_argument("paths", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+
+    paths = [p.resolve() for p in args.paths] or chapter_notebooks()
+    for p in paths:
+        if p.suffix != ".ipynb" or not p.is_file():
+            parser.error(f"{p}: not a notebook")
+    if args.command == "matrix":
+        import torch
+
+        variants = parse_variants(args.variants) if args.variants else default_variants()
+        return matrix(paths, variants, cuda=torch.cuda.is_available())
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: must be >= 1")
+    return seeds_run(paths, parse_seeds(args.seeds), args.jobs, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
