@@ -85,6 +85,14 @@ def test_error_outputs_and_live_progress_bars_are_flagged(tmp_path):
     assert any("ValueError" in p for p in found) and any("progress bar" in p for p in found)
 
 
+def test_an_ignored_output_must_say_why(tmp_path):
+    nb = good_notebook()
+    nb.cells[0].source = "# NBVAL_IGNORE_OUTPUT\nimport math\nprint(math.pi)"
+    assert any("NBVAL_IGNORE_OUTPUT" in p for p in notebooks.problems(write(tmp_path, stamped(nb))))
+    nb.cells[0].source = "# NBVAL_IGNORE_OUTPUT\n# the time differs on every run and machine\nprint(math.pi)"
+    assert notebooks.problems(write(tmp_path, stamped(nb))) == []
+
+
 def test_a_notebook_without_a_stamp_is_flagged(tmp_path):
     nb = good_notebook()
     del nb.metadata[notebooks.STAMP]

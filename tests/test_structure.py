@@ -15,7 +15,7 @@ CHAPTER = {
     "seq2seq": 6, "decoder_lm": 7, "efficient": 8, "vit": 9, "dinov2": 10, "swin": 11,
 }
 #: tools around the book, free to import any chapter's module
-UTILITIES = {"__init__", "grading", "training", "data", "interop"}
+UTILITIES = {"__init__", "grading", "training", "data", "interop", "experiment"}
 
 
 def course_lib_imports(path: Path) -> set[str]:

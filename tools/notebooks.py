@@ -72,6 +72,10 @@ def problems(path: Path) -> list[str]:
             text = out.get("text", "") if out.get("output_type") == "stream" else ""
             if "\r" in text or "it/s]" in text:
                 found.append(f"code cell {i} stored a live progress bar (run with COURSE_STATIC_OUTPUT=1)")
+    for i, cell in enumerate(code, 1):
+        if not ignore_reasons_given(cell.source):
+            found.append(f"code cell {i}: NBVAL_IGNORE_OUTPUT without its reason (a comment on the next line "
+                         "saying what is truly unstable: a timing, a device name)")
     if "widgets" in nb.metadata:
         found.append("widget state saved in the metadata")
     stamp = nb.metadata.get(STAMP, {}).get("outputs_digest")
@@ -80,6 +84,17 @@ def problems(path: Path) -> list[str]:
     elif stamp != outputs_digest(nb):
         found.append("stale outputs: its code or the course_lib modules it uses changed since it was run")
     return found
+
+
+def ignore_reasons_given(source: str) -> bool:
+    """Every ``# NBVAL_IGNORE_OUTPUT`` in ``source`` is followed by a comment line giving the reason."""
+    lines = [line.strip() for line in source.splitlines()]
+    for j, line in enumerate(lines):
+        if line.startswith("#") and line.lstrip("#").strip() == "NBVAL_IGNORE_OUTPUT":
+            reason = lines[j + 1] if j + 1 < len(lines) else ""
+            if not (reason.startswith("#") and len(reason.lstrip("#").strip()) >= 10):
+                return False
+    return True
 
 
 def assignment_problems(path: Path) -> list[str]:

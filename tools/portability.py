@@ -121,22 +121,29 @@ def failed_cells(report: str) -> list[str]:
 
 
 def matrix(paths: list[Path], variants: list[tuple[str, int]], cuda: bool) -> int:
-    runs = [(f"{cap}, {n} thread{'s' if n > 1 else ''}", variant_env(cap, n)) for cap, n in variants]
+    runs = [(f"{cap}, {n} thread{'s' if n > 1 else ''}", cap, n) for cap, n in variants]
     if cuda:
-        runs.append(("cuda", variant_env(None, 1)))
+        runs.append(("cuda", None, 1))
     bad = 0
-    for name, env in runs:
-        start = time.perf_counter()
-        code, report = run_nbval(paths, env)
-        cells = failed_cells(report)
-        summary = (re.findall(r"^=+ (.*) in [\d.]+s", report, re.M) or [report.strip().splitlines()[-1:]])[-1]
-        print(f"{name:>22}: {'ok' if code == 0 else 'FAILED'} ({summary}; {time.perf_counter() - start:.0f} s)")
-        for cell in cells:
-            print(f"{'':>24}{cell}")
-        if code != 0:
-            bad += 1
-            if not cells:
-                print(report[-3000:])
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (name, cap, n) in enumerate(runs):
+            log = Path(tmp) / f"claims-{i}.jsonl"
+            log.touch()
+            start = time.perf_counter()
+            code, report = run_nbval(paths, variant_env(cap, n, log))
+            cells = failed_cells(report)
+            summary = (re.findall(r"^=+ (.*) in [\d.]+s", report, re.M) or report.strip().splitlines()[-1:])[-1]
+            claims = summarise([json.loads(line) for line in log.read_text().splitlines() if line.strip()])
+            ranked = [c for c in claims if c["relative"] is not None]
+            smallest = f"; smallest claim margin {ranked[0]['relative']:+.3f} ({ranked[0]['statement']})" if ranked else ""
+            print(f"{name:>22}: {'ok' if code == 0 else 'FAILED'} ({summary}; {len(claims)} claims{smallest}; "
+                  f"{time.perf_counter() - start:.0f} s)", flush=True)
+            for cell in cells:
+                print(f"{'':>24}{cell}")
+            if code != 0:
+                bad += 1
+                if not cells:
+                    print(report[-3000:])
     print(f"portability: {len(runs) - bad} of {len(runs)} variants pass on {len(paths)} notebooks")
     return 1 if bad else 0
 
