@@ -1,6 +1,6 @@
 """course_lib against Hugging Face transformers: same weights, same dtype, same device.
 
-    python benchmarks/compare_hf.py [--device cpu|cuda] [--dtype fp32|bf16] [--models vit,dinov2,swinv2,llama]
+    python benchmarks/compare_hf.py [--device cpu|cuda] [--dtype fp32|bf16] [--models vit-b/16,dinov2-s/14,swinv2-t,llama-100m]
                                     [--batch N] [--repeats N] [--decode-tokens N] [--decode-model llama-100m|small]
 
 For each model an HF model is built from its config with random weights (no
@@ -79,6 +79,22 @@ def main(argv=None):
     ap.add_argument("--peak-tflops", type=float, default=None,
                     help="the device's peak TFLOP/s in the training dtype, for MFU (H100/H200 bf16 dense: 989)")
     args = ap.parse_args(argv)
+    known = list(hf_models())
+    wanted = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in wanted if m not in known]
+    if unknown or not wanted:
+        ap.error(f"--models {args.models!r}: {', '.join(map(repr, unknown)) or 'no model'} is not one of "
+                 f"{', '.join(known)} (give a comma-separated list)")
+    for flag, value, least in (("--repeats", args.repeats, 1), ("--decode-tokens", args.decode_tokens, 1),
+                               ("--batch", args.batch, 1), ("--train-batch", args.train_batch, 1)):
+        if value is not None and value < least:
+            ap.error(f"{flag} {value}: must be at least {least}")
+    if args.peak_tflops is not None and not args.peak_tflops > 0:
+        ap.error(f"--peak-tflops {args.peak_tflops}: must be a positive number of TFLOP/s")
+    if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
+        ap.error(f"--device {args.device!r}: must be cpu, cuda or cuda:N")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        ap.error(f"--device {args.device}: no CUDA device is available here (use --device cpu)")
     device = torch.device(args.device)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
     batch = args.batch or (8 if device.type == "cuda" else 1)
@@ -87,7 +103,6 @@ def main(argv=None):
     print(f"device {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}), "
           f"dtype {args.dtype}, batch {batch}, torch {torch.__version__}")
     print(f"{'model':<14}{'params':>10}{'HF ms':>10}{'course_lib ms':>15}{'ratio':>8}{'max |diff|':>12}")
-    wanted = args.models.split(",")
     for name, (make, kind, size) in hf_models().items():
         if name not in wanted:
             continue

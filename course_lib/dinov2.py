@@ -1,7 +1,7 @@
 """DINOv2: self-distillation without labels (chapter 10).
 
 The backbone is a :class:`~course_lib.vit.ViT` with four changes (Oquab et
-al., 2023; Darcet et al., 2024):
+al., 2024; Darcet et al., 2024):
 
 * patches of 14 pixels and LayerScale on every residual branch;
 * an optional SwiGLU MLP (ViT-g), hidden width ``2/3`` of the 4x MLP rounded
@@ -52,7 +52,7 @@ class DINOv2Config(ViTConfig):
     Attributes:
         n_registers: register tokens after CLS (0: none; the "-reg" models use 4).
         mask_token: learn a mask token (used by ``forward_features(x, masks)``).
-        layerscale: initial LayerScale gain (1e-5 in the paper; HF configs say 1.0,
+        layerscale: initial LayerScale gain (1e-5 in the official training code; HF configs say 1.0,
             the trained values are loaded anyway).
         pos_antialias: the registers models resample positions with antialiasing.
     """
@@ -306,7 +306,7 @@ def add_registers(patches: Tensor, cls_token: Tensor, registers: Tensor, pos_emb
         cls_token: ``(1, 1, D)``.  registers: ``(1, R, D)`` (``R`` may be 0).
         pos_embed: ``(1, 1 + N, D)``, positions of CLS and the patches only.
     Returns:
-        ``(B, 1 + R + N, D)``; the registers carry no position (Darcet et al., 2024).
+        ``(B, 1 + R + N, D)``; the registers carry no position (as in the DINOv2-with-registers code).
     """
     b = patches.shape[0]
     x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed

@@ -10,7 +10,7 @@ holds every way the course injects order:
   :class:`SinusoidalPositionalEncoding`; :func:`offset_rotation`, the matrix
   that moves an encoding ``k`` positions on;
 * :class:`LearnedPositionalEmbedding`: one trained vector per position (BERT, ViT);
-* rotary position embedding (RoPE; Su et al., 2021): :class:`RotaryEmbedding`,
+* rotary position embedding (RoPE; Su et al., 2024): :class:`RotaryEmbedding`,
   :func:`apply_rope`, in the *half-split* layout (``rotate_half``) that
   Hugging Face's Llama uses, with :func:`interleaved_to_half_split` converting
   weights written for the interleaved layout;
@@ -47,8 +47,9 @@ class TokenEmbedding(nn.Module):
     """Token ids ``(batch, seq)`` -> vectors ``(batch, seq, d_model)``, times ``sqrt(d_model)`` if ``scale``.
 
     The lookup equals a one-hot row vector times the ``(vocab, d_model)`` matrix.
-    The 2017 Transformer multiplies by ``sqrt(d_model)`` because it shares this
-    matrix with the output projection, whose initialisation keeps entries small.
+    The 2017 Transformer multiplies by ``sqrt(d_model)`` (sec. 3.4 gives no
+    reason; a common reading is that this matrix is shared with the output
+    projection, whose initialisation keeps entries small).
     """
 
     def __init__(self, vocab_size: int, d_model: int, *, scale: bool = True, padding_idx: int | None = None):

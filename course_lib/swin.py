@@ -187,7 +187,8 @@ def relative_position_index(ws: int, table_ws: int | None = None) -> Tensor:
 def log_spaced_relative_coords(ws: int, pretrained_ws: int = 0) -> Tensor:
     """Swin V2's CPB input, ``((2ws-1)^2, 2)``: offsets ``(dy, dx)`` in the table order of
     :func:`relative_position_index`, scaled to [-8, 8] by ``pretrained_ws - 1`` (or ``ws - 1``),
-    then ``sign(x) * log2(1 + |x|) / log2(8)`` (V2 eq. 5)."""
+    then ``sign(x) * log2(1 + |x|) / log2(8)``: the official code's form of V2's log-spaced
+    coordinates ``sign(x) * log(1 + |x|)`` (V2 eq. 4)."""
     r = torch.arange(-(ws - 1), ws, dtype=torch.float32)
     table = torch.stack(torch.meshgrid(r, r, indexing="ij"), dim=-1).reshape(-1, 2)
     span = pretrained_ws if pretrained_ws > 0 else ws

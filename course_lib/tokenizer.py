@@ -27,13 +27,21 @@ trip ``decode(encode(text)) == text`` is exact. A sequence of ids chosen by
 hand can spell invalid UTF-8; :meth:`Tokenizer.decode` then puts U+FFFD in
 place of the bad bytes (``errors="replace"``) rather than raising.
 
-The pre-split pattern of GPT-4 uses the Unicode classes ``\\p{L}`` (letter) and
-``\\p{N}`` (number) of the third-party ``regex`` module. This module uses only
-the standard ``re`` and spells them ``[^\\W\\d_]`` (a word character that is
-neither digit nor underscore) and ``\\d`` (a decimal digit): close, not
-identical (a superscript two counts as a letter here, as a number in GPT-4).
-Text the pattern does not match is kept as chunks of its own, so the round
-trip stays exact for any pattern.
+The pre-split patterns of GPT-2 and GPT-4 use the Unicode classes ``\\p{L}``
+(letter) and ``\\p{N}`` (number), which Python's standard ``re`` lacks; this
+module compiles every pattern with the ``regex`` package, so the two patterns
+are exactly the published ones (a superscript two, ``²``, is a number, not a
+letter). Text the pattern does not match is kept as chunks of its own, so the
+round trip stays exact for any pattern.
+
+Training takes a list of **special tokens** (``"<|endoftext|>"``): the text is
+split at them, no pair is ever counted across or inside one, and each gets an
+id of its own after the merges. Pairs that are equally frequent are broken by
+one of two rules (``tie_break``): ``"ids"``, the smallest pair of ids, the
+course's default because a learner can check it by hand and the exercises use
+it; or ``"bytes"``, the lexicographically greatest pair of byte strings, the
+rule of GPT-2-style trainers, to reproduce their merges. :meth:`Tokenizer.encode_iterable`
+encodes a stream of text (the lines of a large file) in bounded memory.
 """
 
 from __future__ import annotations
@@ -41,7 +49,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
+
+import regex
 
 __all__ = [
     "GPT2_SPLIT_PATTERN",
@@ -56,24 +66,29 @@ __all__ = [
     "Tokenizer",
 ]
 
-_LETTER, _OTHER = r"[^\W\d_]", r"(?:_|[^\s\w])"  # \p{L}, and neither letter, number nor space
 GPT2_SPLIT_PATTERN = "|".join([
     r"'(?:[sdmt]|ll|ve|re)",          # English contractions: 's 't 'll ...
-    rf" ?{_LETTER}+",                 # a word, with its leading space
-    r" ?\d+",                         # a number
-    rf" ?{_OTHER}+",                  # punctuation and symbols
+    r" ?\p{L}+",                      # a word, with its leading space
+    r" ?\p{N}+",                      # a number
+    r" ?[^\s\p{L}\p{N}]+",            # punctuation and symbols
     r"\s+(?!\S)",                     # whitespace, leaving the last space to the next word
     r"\s+",
 ])
 GPT4_SPLIT_PATTERN = "|".join([
     r"'(?i:[sdmt]|ll|ve|re)",                 # contractions, any case
-    rf"(?:_|[^\r\n\w])?+{_LETTER}+",          # a word, with one leading non-letter
-    r"\d{1,3}",                               # numbers in groups of at most three digits
-    rf" ?{_OTHER}++[\r\n]*",                  # punctuation, with the line breaks after it
+    r"[^\r\n\p{L}\p{N}]?+\p{L}+",            # a word, with one leading non-letter
+    r"\p{N}{1,3}",                            # numbers in groups of at most three digits
+    r" ?[^\s\p{L}\p{N}]++[\r\n]*",            # punctuation, with the line breaks after it
     r"\s*[\r\n]",                             # line breaks, with the indentation before them
     r"\s+(?!\S)",
     r"\s+",
 ])
+TIE_BREAKS = ("ids", "bytes")
+_CACHE_SIZE = 1 << 16
+# A point where the GPT-2 and GPT-4 patterns cut the same way in the whole text and in its two halves:
+# a line break with a non-space character on each side ("a\nb"). With a space before the break, GPT-2's
+# "\s+(?!\S)" would take "  \n" whole at the end of a half but only "  " in the whole text.
+_SAFE_CUT = re.compile(r"(?<=\S\n)(?=\S)")
 _VERSION_LINE = "course_lib.tokenizer bpe v1"
 
 
@@ -204,7 +219,7 @@ class Tokenizer:
     """A byte-level BPE tokenizer: train on text, encode, decode, save, load.
 
     Args:
-        pattern: the pre-split regular expression (``re`` syntax); ``None``
+        pattern: the pre-split regular expression (``regex`` syntax, a superset of ``re``'s); ``None``
             treats the whole text as one chunk: tokens may then span words and
             spaces, and since every merge rescans that one chunk, training and
             encoding long texts become tens of times slower.
@@ -218,14 +233,16 @@ class Tokenizer:
 
     def __init__(self, pattern: str | None = GPT4_SPLIT_PATTERN):
         try:
-            self._regex = None if pattern is None else re.compile(pattern)
-        except re.error as e:
+            self._regex = None if pattern is None else regex.compile(pattern)
+        except regex.error as e:
             raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {e}") from None
         self.pattern = pattern
         self.merges: dict[tuple[int, int], int] = {}
         self.vocab: dict[int, bytes] = {b: bytes([b]) for b in range(256)}
         self.special_tokens: dict[str, int] = {}
         self.history: list[MergeStep] = []
+        self._cache: dict[str, list[int]] = {}  # chunk -> its ids, for the merges it was filled with
+        self._cache_key: tuple[int, int] = (id(self.merges), 0)
 
     # ---------------------------------------------------------------- inspect
     def __len__(self) -> int:
@@ -280,13 +297,18 @@ class Tokenizer:
         text: str,
         vocab_size: int,
         *,
+        special_tokens: Iterable[str] = (),
+        tie_break: str = "ids",
         verbose: bool = False,
         progress: Callable[[MergeStep], None] | None = None,
     ) -> list[MergeStep]:
         """Learn ``vocab_size - 256`` merges from ``text`` (fewer if no pair occurs twice).
 
-        Starts from the 256 bytes, discarding earlier merges. Special tokens
-        in ``text`` are treated as ordinary text.
+        Starts from the 256 bytes, discarding earlier merges and special tokens.
+        ``text`` is first split at every special token: a special token is
+        never learned as text, and no pair is counted across one. After the
+        merges, the special tokens get the next ids, in the order given
+        (``len(self.vocab)``, ``len(self.vocab) + 1``, ...).
 
         Each chunk is counted once with its frequency, and after a merge only
         the chunks that contain the merged pair are recounted: the pair counts
@@ -294,7 +316,14 @@ class Tokenizer:
 
         Args:
             text: the training corpus.
-            vocab_size: the number of ordinary ids wanted, at least 256.
+            vocab_size: the number of ordinary ids wanted, at least 256 (special
+                tokens come on top).
+            special_tokens: strings kept whole, e.g. ``["<|endoftext|>"]``.
+            tie_break: among equally frequent pairs, ``"ids"`` takes the smallest
+                pair of ids (the course's rule: easy to follow by hand, the one
+                the exercises and :func:`most_frequent_pair` use); ``"bytes"``
+                takes the lexicographically greatest pair of byte strings
+                ``(vocab[a], vocab[b])``, as GPT-2-style trainers do.
             verbose: print each merge.
             progress: called with the :class:`MergeStep` of each merge (for a
                 notebook that shows training as it happens).
@@ -302,20 +331,26 @@ class Tokenizer:
         Returns:
             ``self.history``: one :class:`MergeStep` per merge, in order.
         """
-        if vocab_size < 256:
-            raise ValueError(f"vocab_size must be at least 256 (one id per byte), got {vocab_size}")
-        clashing = sorted(i for i in self.special_tokens.values() if i < vocab_size)
-        if clashing:
-            raise ValueError(
-                f"special token ids {clashing} would collide with the ids of vocab_size={vocab_size}; "
-                "register special tokens after training"
-            )
-        self.merges, self.history = {}, []
+        if not isinstance(vocab_size, int) or vocab_size < 256:
+            raise ValueError(f"vocab_size must be at least 256 (one id per byte, an int), got {vocab_size!r}")
+        if tie_break not in TIE_BREAKS:
+            raise ValueError(f"tie_break={tie_break!r} is not one of {', '.join(map(repr, TIE_BREAKS))}")
+        specials = list(special_tokens)
+        if isinstance(special_tokens, str):
+            raise ValueError(f"special_tokens must be a list of strings, got the string {special_tokens!r}")
+        for sp in specials:
+            if not isinstance(sp, str) or not sp:
+                raise ValueError(f"a special token must be a non-empty string, got {sp!r}")
+        if len(set(specials)) != len(specials):
+            raise ValueError(f"special_tokens lists a token twice: {specials}")
+        self.merges, self.history, self.special_tokens = {}, [], {}
         self.vocab = {b: bytes([b]) for b in range(256)}
+        self._cache.clear()
 
         chunk_freq: dict[str, int] = {}
-        for chunk in self.split(text):
-            chunk_freq[chunk] = chunk_freq.get(chunk, 0) + 1
+        for part in self._split_at_specials(text, specials):
+            for chunk in self.split(part):
+                chunk_freq[chunk] = chunk_freq.get(chunk, 0) + 1
         words = [list(chunk.encode("utf-8")) for chunk in chunk_freq]
         freqs = list(chunk_freq.values())
         counts: dict[tuple[int, int], int] = {}
@@ -325,11 +360,17 @@ class Tokenizer:
             for pair in zip(word, word[1:]):
                 where.setdefault(pair, set()).add(i)
 
+        vocab = self.vocab
+        if tie_break == "ids":  # most frequent; among equals the smallest (a, b)
+            def best() -> tuple[int, int]:
+                return min(counts, key=lambda p: (-counts[p], p))
+        else:  # most frequent; among equals the greatest (bytes of a, bytes of b)
+            def best() -> tuple[int, int]:
+                return max(counts, key=lambda p: (counts[p], vocab[p[0]], vocab[p[1]]))
         for new_id in range(256, vocab_size):
             if not counts:
                 break
-            # Most frequent pair; among equals the smallest (a, b), so training is deterministic.
-            pair = min(counts, key=lambda p: (-counts[p], p))
+            pair = best()
             if counts[pair] < 2:
                 break
             step = MergeStep(pair, new_id, self.vocab[pair[0]] + self.vocab[pair[1]], counts[pair])
@@ -350,7 +391,16 @@ class Tokenizer:
                       f"{_show(step.token)} ({step.count} times)")
             if progress is not None:
                 progress(step)
+        self.register_special_tokens({sp: len(self.vocab) + k for k, sp in enumerate(specials)})
         return self.history
+
+    @staticmethod
+    def _split_at_specials(text: str, specials: list[str]) -> list[str]:
+        """``text`` cut at every special token, the tokens themselves dropped (longest first wins)."""
+        if not specials:
+            return [text]
+        alternatives = "|".join(re.escape(sp) for sp in sorted(specials, key=len, reverse=True))
+        return [part for part in re.split(alternatives, text) if part]
 
     # ---------------------------------------------------------------- special tokens
     def register_special_tokens(self, tokens: dict[str, int]) -> None:
@@ -381,10 +431,24 @@ class Tokenizer:
         return ids
 
     def encode_ordinary(self, text: str) -> list[int]:
-        """Encode ``text`` ignoring special tokens (their strings become ordinary bytes)."""
-        ids = []
+        """Encode ``text`` ignoring special tokens (their strings become ordinary bytes).
+
+        A chunk seen before is not merged again: the ids of up to 65,536 chunks
+        are remembered (natural text repeats its words), and forgotten when the
+        merges change.
+        """
+        key = (id(self.merges), len(self.merges))
+        if key != self._cache_key:
+            self._cache, self._cache_key = {}, key
+        cache, ids = self._cache, []
         for chunk in self.split(text):
-            ids.extend(self._encode_chunk(chunk.encode("utf-8")))
+            chunk_ids = cache.get(chunk)
+            if chunk_ids is None:
+                chunk_ids = self._encode_chunk(chunk.encode("utf-8"))
+                if len(cache) >= _CACHE_SIZE:
+                    cache.clear()
+                cache[chunk] = chunk_ids
+            ids.extend(chunk_ids)
         return ids
 
     def encode(self, text: str, allowed_special: str | set[str] = "none_raise") -> list[int]:
@@ -437,6 +501,46 @@ class Tokenizer:
         for k, part in enumerate(re.split(f"({alternatives})", text)):
             ids.extend([self.special_tokens[part]] if k % 2 else self.encode_ordinary(part))
         return ids
+
+    def encode_iterable(self, texts: Iterable[str], allowed_special: str | set[str] = "none_raise") -> Iterator[int]:
+        """Encode a stream of text lazily: ``texts`` (the lines of a file, say) in, token ids out.
+
+        Gives exactly ``encode("".join(texts), allowed_special)``, while holding
+        only the text since the last safe cut: a line break between two
+        characters that are not whitespace, where the GPT-2 and GPT-4 patterns
+        cut the text in two exactly as they cut the whole. Memory stays bounded by the longest stretch of
+        text without such a point (for a text file, a line or a blank run).
+
+            with open("big.txt") as f:
+                for token_id in tok.encode_iterable(f):
+                    ...
+
+        A special token containing a line break is refused here (a cut could
+        fall inside it); ``pattern=None`` has no safe cut, so it is refused too.
+        """
+        if self._regex is None:
+            raise ValueError("encode_iterable needs a pre-split pattern: with pattern=None the whole text is one "
+                             "chunk, which cannot be encoded in pieces")
+        if isinstance(texts, str):
+            raise ValueError("encode_iterable takes an iterable of strings (a file, a list of lines); "
+                             "for one string use encode()")
+        broken = [sp for sp in self.special_tokens if "\n" in sp]
+        if broken:
+            raise ValueError(f"special tokens {broken} contain a line break; encode_iterable cuts at line breaks")
+        buffer = ""
+        for k, piece in enumerate(texts):
+            if not isinstance(piece, str):
+                raise TypeError(f"encode_iterable: item {k} is {type(piece).__name__}, not str "
+                                "(open files in text mode)")
+            buffer += piece
+            cut = None
+            for m in _SAFE_CUT.finditer(buffer, max(0, len(buffer) - len(piece) - 2)):
+                cut = m.end()
+            if cut is not None:
+                yield from self.encode(buffer[:cut], allowed_special)
+                buffer = buffer[cut:]
+        if buffer:
+            yield from self.encode(buffer, allowed_special)
 
     def decode(self, ids: Iterable[int]) -> str:
         """Token ids back to text; bytes that are not valid UTF-8 become U+FFFD."""

@@ -43,6 +43,7 @@ import tqdm.auto
 
 __all__ = [
     "progress",
+    "clip_grad_norm",
     "TrainConfig",
     "warmup_cosine",
     "inverse_sqrt_warmup",
@@ -152,6 +153,33 @@ def progress(iterable=None, **kwargs):
     if os.environ.get(STATIC_OUTPUT_ENV):
         kwargs["disable"] = True
     return tqdm.auto.tqdm(iterable, **kwargs)
+
+def clip_grad_norm(params: Iterable[Tensor], max_norm: float | None, eps: float = 1e-6) -> Tensor:
+    """Rescale the gradients of ``params``, in place, so that their global norm is at most ``max_norm``.
+
+    The global norm is taken over every gradient together, as if they were
+    one long vector: ``||g|| = sqrt(sum_p ||g_p||^2)``. When it exceeds
+    ``max_norm`` every gradient is multiplied by ``max_norm / (||g|| + eps)``
+    (the same factor for all, so the update keeps its direction); otherwise
+    nothing changes. Parameters without a gradient are skipped. With
+    ``max_norm=None`` nothing is clipped and the norm is only measured.
+
+    Returns the global norm *before* clipping, a 0-d tensor on the gradients'
+    device (no host sync), as ``torch.nn.utils.clip_grad_norm_`` does.
+    """
+    if max_norm is not None and not max_norm > 0:
+        raise ValueError(f"max_norm must be positive or None, got {max_norm}")
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach(), dtype=torch.float32)
+                                                  for g in grads]))
+    if max_norm is not None:
+        factor = torch.clamp(max_norm / (total + eps), max=1.0)
+        for g in grads:
+            g.detach().mul_(factor.to(g.dtype))
+    return total
+
 
 def warmup_cosine(step: int, max_lr: float, warmup_steps: int, max_steps: int, min_lr: float = 0.0) -> float:
     """Linear warmup to ``max_lr``, then a half cosine down to ``min_lr``::
@@ -383,10 +411,7 @@ class Trainer:
             loss = self.loss_fn(self.wrapped, batch)
         loss.backward()  # under DDP, gradients are averaged over ranks here
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        if cfg.grad_clip is not None:  # rescale g to norm grad_clip if larger; returns the norm before
-            grad_norm = nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-        else:
-            grad_norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        grad_norm = clip_grad_norm(params, cfg.grad_clip)  # the norm before clipping
         self.optimizer.step()
         self.step += 1
         return loss.detach(), grad_norm

@@ -19,3 +19,18 @@ def test_compare_hf_runs_and_reports_parity(capsys):
     assert float(row.split()[-1]) < 1e-4, row  # same weights, same outputs
     assert "identical tokens: True" in out
     assert "img/s" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--models", "vit,dinov2"], "'vit', 'dinov2' is not one of vit-b/16, dinov2-s/14"),
+    (["--models", ""], "no model"),
+    (["--decode-tokens", "0"], "--decode-tokens 0: must be at least 1"),
+    (["--repeats", "-1"], "--repeats -1: must be at least 1"),
+    (["--device", "tpu"], "--device 'tpu'"),
+])
+def test_bad_arguments_are_named_with_the_accepted_values(argv, message, capsys):
+    main = runpy.run_path(str(ROOT / "benchmarks" / "compare_hf.py"))["main"]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err

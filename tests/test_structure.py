@@ -57,3 +57,25 @@ def test_a_module_imports_only_its_own_or_earlier_chapters(path):
 @pytest.mark.parametrize("path", MODULES + sorted((ROOT / "course_lib" / "interop").glob("*.py")), ids=lambda p: p.stem)
 def test_course_lib_never_imports_the_book_or_the_tests(path):
     course_lib_imports(path)
+
+
+def test_course_lib_declares_every_package_it_imports():
+    """A package course_lib imports is a dependency in pyproject.toml, or an optional one for its extra."""
+    import re
+    import sys
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    name = lambda req: re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0].lower().replace("-", "_")  # noqa: E731
+    declared = {name(r) for r in project["dependencies"]}
+    for reqs in project.get("optional-dependencies", {}).values():
+        declared |= {name(r) for r in reqs}
+    imported = set()
+    for path in (ROOT / "course_lib").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names and m not in {"course_lib", "__future__"}}
+    assert third_party - declared == set(), f"imported by course_lib but not declared: {third_party - declared}"

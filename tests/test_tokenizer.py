@@ -316,3 +316,137 @@ def test_loading_a_malformed_file_names_the_file_and_the_problem(tmp_path, text)
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ValueError, match="broken.bpe.*" + MALFORMED_FILES[text]):
         T.Tokenizer.load(path)
+
+
+# ---------------------------------------------------------------- the exact GPT-2 pattern
+MULTILINGUAL = ("Héllo wörld! x² + ½ = ₂, 日本語 don't  stop\n\n  42apples Ⅻ 😀👍🏽 ٣٤ \t\r\n end  "
+                "Ελληνικά κείμενα, русский текст; العربية ١٢٣ — नमस्ते १२ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 e\u0301 ℕ ⅷ 3.14159")
+
+
+def test_the_gpt2_pattern_splits_exactly_as_gpt2s_own_pre_tokenizer():
+    """Hugging Face `tokenizers` ships GPT-2's byte-level pre-tokenizer (its exact regex, in Rust)."""
+    from tokenizers import pre_tokenizers
+
+    hf = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    for text in [MULTILINGUAL, corpus()[:20000], *UNICODE_SAMPLES]:
+        expected = [text[a:b] for _, (a, b) in hf.pre_tokenize_str(text)]
+        assert T.Tokenizer(T.GPT2_SPLIT_PATTERN).split(text) == expected
+
+
+def test_numbers_are_numbers_letters_are_letters():
+    assert T.Tokenizer(T.GPT2_SPLIT_PATTERN).split("x²½") == ["x", "²½"]
+    assert T.Tokenizer(T.GPT4_SPLIT_PATTERN).split("x²½ 12345") == ["x", "²½", " ", "123", "45"]
+
+
+# ---------------------------------------------------------------- special tokens in training
+EOT = "<|endoftext|>"
+
+
+def test_training_keeps_special_tokens_whole_and_never_merges_across_them():
+    text = "".join(f"story {i % 7} ends here.{EOT}" for i in range(200))
+    tok = T.Tokenizer(T.GPT2_SPLIT_PATTERN)
+    tok.train(text, 300, special_tokens=[EOT])
+    learned = [tok.vocab[i] for i in range(256, len(tok.vocab))]
+    assert learned and not any(b"<|" in t or b"|>" in t or b"endoft" in t for t in learned), learned
+    assert tok.special_tokens == {EOT: len(tok.vocab)}
+    ids = tok.encode(text, allowed_special="all")
+    assert ids.count(tok.special_tokens[EOT]) == 200 and tok.decode(ids) == text
+    # the same merges as the slow trainer over the pieces between the special tokens, each on its own
+    assert tok.merge_list == reference_train_parts(text.split(EOT), 300, T.GPT2_SPLIT_PATTERN)
+
+
+def reference_train_parts(parts, vocab_size, pattern, tie_break="ids"):
+    """The slow trainer over chunks of several texts (no chunk spans two of them)."""
+    words = [list(chunk.encode("utf-8")) for part in parts for chunk in T.Tokenizer(pattern).split(part)]
+    vocab = {b: bytes([b]) for b in range(256)}
+    pairs = []
+    for new_id in range(256, vocab_size):
+        counts = Counter(p for w in words for p in zip(w, w[1:]))
+        if not counts or max(counts.values()) < 2:
+            break
+        if tie_break == "ids":
+            best = min(counts, key=lambda p: (-counts[p], p))
+        else:
+            top = max(counts.values())
+            best = max((vocab[a], vocab[b], (a, b)) for (a, b), c in counts.items() if c == top)[2]
+        pairs.append(best)
+        vocab[new_id] = vocab[best[0]] + vocab[best[1]]
+        words = [T.merge(w, best, new_id) for w in words]
+    return pairs
+
+
+def test_special_tokens_in_training_are_checked():
+    tok = T.Tokenizer()
+    for bad, message in ((EOT, "list of strings"), ([""], "non-empty"), ([EOT, EOT], "twice")):
+        with pytest.raises(ValueError, match=message):
+            tok.train("abc abc", 260, special_tokens=bad)
+
+
+# ---------------------------------------------------------------- tie-breaking
+def generated_corpus(seed: int = 0, words: int = 3000) -> str:
+    """A corpus with many equally frequent pairs: words drawn from a small random lexicon."""
+    import random
+
+    rng = random.Random(seed)
+    lexicon = ["".join(rng.choice("abcdeéxyz") for _ in range(rng.randint(2, 6))) for _ in range(60)]
+    return " ".join(rng.choice(lexicon) for _ in range(words))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_byte_order_tie_breaking_reproduces_a_gpt2_style_trainer(seed):
+    text = generated_corpus(seed)
+    tok = T.Tokenizer(T.GPT2_SPLIT_PATTERN)
+    steps = tok.train(text, 400, tie_break="bytes")
+    assert tok.merge_list == reference_train_parts([text], 400, T.GPT2_SPLIT_PATTERN, tie_break="bytes")
+    by_ids = T.Tokenizer(T.GPT2_SPLIT_PATTERN)
+    by_ids.train(text, 400)
+    assert by_ids.merge_list != tok.merge_list, "the corpus must have ties that the two rules decide differently"
+    counts = [s.count for s in steps]
+    assert len(counts) > len(set(counts)), "merges decided among equally frequent pairs"
+    assert tok.decode(tok.encode(text)) == text
+
+
+def test_an_unknown_tie_break_is_named():
+    with pytest.raises(ValueError, match="tie_break='alphabetical' is not one of 'ids', 'bytes'"):
+        T.Tokenizer().train("abab", 300, tie_break="alphabetical")
+
+
+# ---------------------------------------------------------------- streaming
+@pytest.mark.parametrize("pattern_name", ["gpt4", "gpt2"])
+@given(text=st.text(alphabet=st.sampled_from(list("ab \n\t\r.'sé²1")), max_size=80), cuts=st.lists(st.integers(0, 80)))
+@settings(max_examples=150, deadline=None)
+def test_streaming_encode_equals_encoding_the_whole_text(pattern_name, text, cuts):
+    tok = trained(pattern_name, 300)
+    bounds = sorted({0, len(text), *(c for c in cuts if c <= len(text))})
+    pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    assert list(tok.encode_iterable(pieces)) == tok.encode(text)
+
+
+def test_streaming_a_file_and_special_tokens(tmp_path):
+    tok = T.Tokenizer(T.GPT2_SPLIT_PATTERN)
+    tok.train(corpus()[:30000], 350, special_tokens=[EOT])
+    text = (corpus()[:5000] + EOT + "\n") * 3
+    path = tmp_path / "big.txt"
+    path.write_text(text, encoding="utf-8")
+    with open(path, encoding="utf-8") as f:
+        assert list(tok.encode_iterable(f, allowed_special="all")) == tok.encode(text, allowed_special="all")
+    with pytest.raises(ValueError, match="not allowed"), open(path, encoding="utf-8") as f:
+        list(tok.encode_iterable(f))
+
+
+def test_streaming_refuses_what_it_cannot_do():
+    with pytest.raises(ValueError, match="pattern=None"):
+        list(T.Tokenizer(pattern=None).encode_iterable(["abc"]))
+    with pytest.raises(ValueError, match="iterable of strings"):
+        list(trained().encode_iterable("one string"))
+    with pytest.raises(TypeError, match="item 1 is bytes"):
+        list(trained().encode_iterable(["ok\n", b"bytes"]))
+
+
+def test_retraining_forgets_the_encodings_of_the_old_merges():
+    tok = T.Tokenizer(T.GPT2_SPLIT_PATTERN)
+    for text in ("aaab " * 50, "abbb " * 50, "aaab " * 50):
+        tok.train(text, 258)
+        fresh = T.Tokenizer(T.GPT2_SPLIT_PATTERN)
+        fresh.train(text, 258)
+        assert tok.encode(" aaab abbb") == fresh.encode(" aaab abbb")

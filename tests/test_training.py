@@ -475,3 +475,46 @@ def test_progress_is_a_bar_interactively_and_silent_in_static_builds(monkeypatch
     assert not progress(range(3)).disable
     monkeypatch.setenv("COURSE_STATIC_OUTPUT", "1")
     assert progress(range(3)).disable
+
+
+# ---- gradient clipping as a function --------------------------------------------------------------
+
+def _grads(seed, scale):
+    g = torch.Generator().manual_seed(seed)
+    params = [torch.nn.Parameter(torch.randn(4, 3, generator=g)), torch.nn.Parameter(torch.randn(5, generator=g)),
+              torch.nn.Parameter(torch.randn(2))]
+    for p in params[:2]:
+        p.grad = torch.randn(p.shape, generator=g) * scale
+    return params  # the last one has no gradient
+
+
+@pytest.mark.parametrize("scale, max_norm", [(10.0, 1.0), (0.01, 1.0), (3.0, 0.5), (1.0, None)])
+def test_clip_grad_norm_matches_torch_and_returns_the_norm_before(scale, max_norm):
+    from course_lib.training import clip_grad_norm
+
+    ours, theirs = _grads(0, scale), _grads(0, scale)
+    before = torch.sqrt(sum((p.grad ** 2).sum() for p in ours[:2]))
+    n_ours = clip_grad_norm(ours, max_norm)
+    n_theirs = torch.nn.utils.clip_grad_norm_(theirs, max_norm if max_norm is not None else float("inf"))
+    torch.testing.assert_close(n_ours, before)
+    torch.testing.assert_close(n_ours, n_theirs)
+    for a, b in zip(ours[:2], theirs[:2]):
+        torch.testing.assert_close(a.grad, b.grad)
+    after = torch.sqrt(sum((p.grad ** 2).sum() for p in ours[:2]))
+    if max_norm is not None and before > max_norm:
+        assert after == pytest.approx(max_norm, rel=1e-5)
+        direction = [p.grad / after for p in ours[:2]]  # same direction as before
+        ref = _grads(0, scale)
+        for d, p in zip(direction, ref[:2]):
+            torch.testing.assert_close(d, p.grad / before, rtol=1e-5, atol=1e-7)
+    else:
+        assert after == pytest.approx(before.item(), rel=1e-6)
+    assert ours[2].grad is None
+
+
+def test_clip_grad_norm_refuses_a_bad_limit_and_handles_no_gradients():
+    from course_lib.training import clip_grad_norm
+
+    with pytest.raises(ValueError, match="max_norm must be positive or None, got 0"):
+        clip_grad_norm(_grads(0, 1.0), 0)
+    assert clip_grad_norm([torch.nn.Parameter(torch.ones(2))], 1.0).item() == 0.0
