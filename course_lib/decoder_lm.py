@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from course_lib.attention import ATTN_IMPLS, KVCache
 from course_lib.blocks import BlockConfig, EncoderBlock
-from course_lib.mlp import swiglu_hidden_dim
+from course_lib.mlp import swiglu, swiglu_hidden_dim  # swiglu: chapter 07's exercise, run by mlp.SwiGLU
 from course_lib.norms import RMSNorm
 from course_lib.positional import RotaryEmbedding, TokenEmbedding
 
@@ -278,13 +278,3 @@ def next_token_loss(logits: Tensor, ids: Tensor, ignore_index: int | None = None
                          f"and {tuple(ids.shape)}")
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(),
                            ignore_index=-100 if ignore_index is None else ignore_index)
-
-
-def swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:
-    """The SwiGLU MLP as a function: ``(silu(x W_gate^T) * (x W_up^T)) W_down^T``.
-
-    ``x``: ``(..., dim)``; ``w_gate``, ``w_up``: ``(hidden, dim)``; ``w_down``:
-    ``(dim, hidden)`` (``nn.Linear``'s layout, no biases): the same as
-    :class:`~course_lib.mlp.SwiGLU` with those weights loaded.
-    """
-    return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)

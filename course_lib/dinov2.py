@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.mlp import swiglu_hidden_dim
-from course_lib.vit import ViT, ViTConfig
+from course_lib.vit import ViT, ViTConfig, prepend_cls_add_pos
 
 __all__ = ["DINOv2Config", "DINOV2_PRESETS", "DINOv2", "WeightNormLinear", "DINOHead", "dino_loss",
            "update_center", "ema_update", "add_registers", "sample_crop_boxes", "multi_crop", "random_multi_crop",
@@ -136,11 +136,9 @@ class DINOv2(ViT):
                 raise ValueError(f"masks must be boolean of shape (batch, patches) = {tuple(patches.shape[:2])}, "
                                  f"got {masks.dtype} {tuple(masks.shape)}")
             patches = torch.where(masks[..., None], self.mask_token.to(patches.dtype), patches)
-        x = self._prepend_cls_add_pos(patches, grid)  # positions on CLS and patches only
-        if self.register_tokens is not None:
-            regs = self.register_tokens.expand(x.shape[0], -1, -1).to(x.dtype)
-            x = torch.cat([x[:, :1], regs, x[:, 1:]], dim=1)
-        return self.pos_drop(x)
+        registers = self.register_tokens if self.register_tokens is not None else patches.new_zeros(1, 0, patches.shape[-1])
+        # positions on CLS and patches only; the registers go between them (add_registers)
+        return self.pos_drop(add_registers(patches, self.cls_token, registers, self.pos_embed_for(grid)))
 
     def forward_features(self, images: Tensor, masks: Tensor | None = None) -> Tensor:
         """``(B, C, H, W) -> (B, 1 + R + N, D)``; positions are always resampled to the grid."""
@@ -309,8 +307,8 @@ def add_registers(patches: Tensor, cls_token: Tensor, registers: Tensor, pos_emb
         ``(B, 1 + R + N, D)``; the registers carry no position (as in the DINOv2-with-registers code).
     """
     b = patches.shape[0]
-    x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
-    return torch.cat([x[:, :1], registers.expand(b, -1, -1), x[:, 1:]], dim=1)
+    x = prepend_cls_add_pos(patches, cls_token, pos_embed)
+    return torch.cat([x[:, :1], registers.expand(b, -1, -1).to(x.dtype), x[:, 1:]], dim=1)
 
 
 def sample_crop_boxes(n_crops: int, batch: int, image_hw: tuple[int, int], scale: tuple[float, float],

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["ACTIVATIONS", "activation", "MLP", "SwiGLU", "swiglu_hidden_dim", "make_mlp", "mlp_param_count",
+__all__ = ["ACTIVATIONS", "activation", "MLP", "SwiGLU", "swiglu", "swiglu_hidden_dim", "make_mlp", "mlp_param_count",
            "mlp_flops"]
 
 #: activation name -> function. "gelu" is the exact erf form; "gelu_tanh" the tanh approximation.
@@ -93,7 +93,21 @@ class SwiGLU(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.act_name == "silu":  # the function of chapter 07's exercise
+            return self.drop(swiglu(x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight,
+                                    self.gate_proj.bias, self.up_proj.bias, self.down_proj.bias))
         return self.drop(self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x)))
+
+
+def swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor, b_gate: Tensor | None = None,
+           b_up: Tensor | None = None, b_down: Tensor | None = None) -> Tensor:
+    """The SwiGLU MLP as a function: ``(silu(x W_gate^T + b_gate) * (x W_up^T + b_up)) W_down^T + b_down``.
+
+    ``x``: ``(..., dim)``; ``w_gate``, ``w_up``: ``(hidden, dim)``; ``w_down``:
+    ``(dim, hidden)`` (``nn.Linear``'s layout); the biases are optional (Llama
+    has none, DINOv2's SwiGLU has them). :class:`SwiGLU` runs this function.
+    """
+    return F.linear(F.silu(F.linear(x, w_gate, b_gate)) * F.linear(x, w_up, b_up), w_down, b_down)
 
 
 def make_mlp(kind: str, dim: int, hidden: int, *, bias: bool = True, dropout: float = 0.0) -> nn.Module:

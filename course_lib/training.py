@@ -13,7 +13,7 @@ One update of the parameters ``theta`` at step ``t = 1, 2, ...`` is::
   would scale it away. :func:`param_groups` applies the decay to parameters
   with ``ndim >= 2`` only (the rule is stated there).
 * **Schedules**: :func:`warmup_cosine` (linear warmup, then a cosine down to a
-  floor, as in GPT-style training) and :func:`inverse_sqrt_warmup` (the
+  floor, as in GPT-style training) and :func:`course_lib.seq2seq.transformer_lr` (the
   schedule of the original Transformer, Vaswani et al., 2017, section 5.3).
 * **Trainer**: :class:`Trainer` runs the loop above on any model and loss,
   logs, clips, checkpoints, resumes exactly, and runs data-parallel under
@@ -41,12 +41,13 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 import tqdm.auto
 
+from course_lib.seq2seq import transformer_lr
+
 __all__ = [
     "progress",
     "clip_grad_norm",
     "TrainConfig",
     "warmup_cosine",
-    "inverse_sqrt_warmup",
     "learning_rate",
     "param_groups",
     "make_optimizer",
@@ -75,7 +76,7 @@ class TrainConfig:
         max_steps: updates in the whole run; :meth:`Trainer.fit` stops there.
         min_lr_ratio: the cosine schedule ends at ``lr * min_lr_ratio``.
         schedule: ``"cosine"`` (:func:`warmup_cosine`) or ``"inverse_sqrt"``
-            (:func:`inverse_sqrt_warmup`, rescaled to peak at ``lr``).
+            (:func:`course_lib.seq2seq.transformer_lr`, rescaled to peak at ``lr``).
         grad_clip: largest global gradient norm; ``None`` turns clipping off.
         log_every: read the loss back from the device every this many updates.
         checkpoint_path: where :meth:`Trainer.fit` saves; ``None`` saves nothing.
@@ -206,35 +207,17 @@ def warmup_cosine(step: int, max_lr: float, warmup_steps: int, max_steps: int, m
     return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
-def inverse_sqrt_warmup(step: int, d_model: int, warmup: int) -> float:
-    """The schedule of the original Transformer (Vaswani et al., 2017, eq. 3)::
-
-        lr(t) = d_model^-0.5 * min(t^-0.5, t * warmup^-1.5)
-
-    It rises linearly for ``warmup`` steps, peaks at ``t = warmup`` with
-    ``lr = (d_model * warmup)^-0.5``, then decays as ``1 / sqrt(t)``.
-    ``lr(0) = 0``.
-    """
-    if step < 0:
-        raise ValueError(f"step must be >= 0, got {step}")
-    if d_model < 1 or warmup < 1:
-        raise ValueError(f"d_model and warmup must be >= 1, got d_model={d_model}, warmup={warmup}")
-    if step == 0:
-        return 0.0
-    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-
-
 def learning_rate(step: int, config: TrainConfig) -> float:
     """The learning rate of update ``step`` under ``config``'s schedule.
 
-    ``"inverse_sqrt"`` is :func:`inverse_sqrt_warmup` divided by its peak
+    ``"inverse_sqrt"`` is :func:`course_lib.seq2seq.transformer_lr` divided by its peak
     value and multiplied by ``config.lr``, so that ``config.lr`` is the peak of
     either schedule (the ``d_model^-0.5`` factor cancels).
     """
     if config.schedule == "cosine":
         return warmup_cosine(step, config.lr, config.warmup_steps, config.max_steps, config.lr * config.min_lr_ratio)
     w = config.warmup_steps
-    return config.lr * inverse_sqrt_warmup(step, 1, w) / inverse_sqrt_warmup(w, 1, w)
+    return config.lr * transformer_lr(step, 1, w) / transformer_lr(w, 1, w)
 
 
 # --------------------------------------------------------------------------

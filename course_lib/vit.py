@@ -264,16 +264,13 @@ class ViT(nn.Module):
         return resample_pos_embed(self.pos_embed, grid, old_grid=self.grid, num_prefix_tokens=self.n_pos_prefix,
                                   mode="bicubic", antialias=self.cfg.pos_antialias)
 
-    def _prepend_cls_add_pos(self, patches: Tensor, grid: tuple[int, int]) -> Tensor:
-        """``(B, N, D) -> (B, n_pos_prefix + N, D)``: eq. 1 without the projection."""
-        if self.cls_token is not None:
-            patches = torch.cat([self.cls_token.expand(patches.shape[0], -1, -1).to(patches.dtype), patches], dim=1)
-        return patches + self.pos_embed_for(grid)
-
     def embed(self, images: Tensor) -> Tensor:
-        """``(B, C, H, W) -> (B, 1 + N, D)``: the encoder's input ``z_0`` (eq. 1)."""
+        """``(B, C, H, W) -> (B, 1 + N, D)``: the encoder's input ``z_0`` (eq. 1), by :func:`prepend_cls_add_pos`."""
         grid = self.patch_embed.grid_size(images)
-        return self.pos_drop(self._prepend_cls_add_pos(self.patch_embed(images), grid))
+        patches, pos = self.patch_embed(images), self.pos_embed_for(grid)
+        if self.cls_token is None:  # pool="mean" models without a CLS token: positions only
+            return self.pos_drop(patches + pos)
+        return self.pos_drop(prepend_cls_add_pos(patches, self.cls_token, pos))
 
     def encode(self, tokens: Tensor) -> Tensor:
         """``(B, T, D) -> (B, T, D)``: the blocks (eqs. 2-3) then the final LayerNorm (eq. 4)."""

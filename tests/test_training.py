@@ -20,6 +20,7 @@ from torch import nn
 
 from course_lib import data as D
 from course_lib import training as T
+from course_lib.seq2seq import transformer_lr
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,7 +77,7 @@ def test_without_warmup_the_cosine_starts_at_the_peak():
 
 def test_the_2017_schedule_rises_linearly_peaks_at_warmup_then_decays_as_inverse_sqrt():
     d_model, warmup = 512, 4000
-    lr = lambda t: T.inverse_sqrt_warmup(t, d_model, warmup)
+    lr = lambda t: transformer_lr(t, d_model, warmup)
     assert lr(0) == 0.0
     assert lr(2000) == pytest.approx(lr(1000) * 2)  # linear during warmup
     steps = range(1, 3 * warmup, 7)

@@ -6,6 +6,12 @@ import re
 
 from torch import Tensor, nn
 
+__all__ = ["HF_ACTIVATIONS", "square", "load_checked", "rename"]
+
+#: HF ``hidden_act`` -> course_lib activation name (every family's config reader uses it).
+HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
+                  "silu": "silu", "swish": "silu", "quick_gelu": "quick_gelu"}
+
 
 def square(value, name: str) -> int:
     """An HF size given as ``n`` or ``(n, n)``; a non-square pair is a ValueError naming it."""

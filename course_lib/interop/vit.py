@@ -17,14 +17,11 @@ import re
 
 from torch import Tensor, nn
 
-from course_lib.interop.common import load_checked, rename, square
+from course_lib.interop.common import HF_ACTIVATIONS, load_checked, rename, square
 from course_lib.vit import ViT, ViTConfig
 
-__all__ = ["HF_ACTIVATIONS", "config_from_hf", "convert_state_dict", "load_hf_state_dict", "from_hf"]
+__all__ = ["config_from_hf", "convert_state_dict", "load_hf_state_dict", "from_hf"]
 
-#: HF ``hidden_act`` -> course_lib activation name.
-HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
-                  "silu": "silu", "swish": "silu", "quick_gelu": "quick_gelu"}
 
 #: HF keys with no counterpart here (see the module docstring).
 _SKIPPED = re.compile(r"^(pooler\.dense\.(weight|bias)|embeddings\.mask_token)$")
