@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 CHILD = r"""
-import resource, sys, time
+import sys, time
 sys.path.insert(0, {root!r})
 from course_lib.tokenizer import Tokenizer
 tok = Tokenizer.load({model!r})
@@ -43,7 +43,9 @@ with open(path, encoding="utf-8") as f:
         for _ in f:
             n += 1
 secs = time.perf_counter() - start
-print(n, secs, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM: this process's peak resident memory in KiB (unlike ru_maxrss, not inherited from the parent)
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(n, secs, hwm)
 """
 
 
@@ -70,7 +72,7 @@ def write_file(path: Path, megabytes: float, seed: int = 0) -> int:
 def run(mode: str, model: Path, path: Path) -> tuple[int, float, float]:
     code = CHILD.format(root=str(ROOT), model=str(model), mode=mode, path=str(path))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    return int(out[0]), float(out[1]), int(out[2]) / 1024  # ids, seconds, peak RSS in MiB (Linux: KiB)
+    return int(out[0]), float(out[1]), int(out[2]) / 1024  # ids, seconds, peak resident memory in MiB
 
 
 def main(argv=None) -> int:
@@ -90,7 +92,9 @@ def main(argv=None) -> int:
         size = write_file(big, args.megabytes)
         small_size = write_file(small, args.megabytes / 10, seed=1)
         tok = Tokenizer(GPT2_SPLIT_PATTERN)
-        tok.train(big.read_text(encoding="utf-8")[:200_000], args.vocab, special_tokens=["<|endoftext|>"])
+        with open(big, encoding="utf-8") as f:
+            head = f.read(200_000)
+        tok.train(head, args.vocab, special_tokens=["<|endoftext|>"])
         tok.save(model)
         print(f"file: {size / 1e6:.1f} MB; tokenizer: {len(tok)} ids (GPT-2 pattern)")
         _, _, floor = run("floor", model, big)

@@ -34,3 +34,12 @@ def test_bad_arguments_are_named_with_the_accepted_values(argv, message, capsys)
         main(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_tokenizer_stream_benchmark_runs(capsys):
+    main = runpy.run_path(str(ROOT / "benchmarks" / "tokenizer_stream.py"))["main"]
+    main(["--megabytes", "0.3", "--vocab", "300"])
+    out = capsys.readouterr().out
+    assert "encode_iterable:" in out and "peak memory" in out
+    with pytest.raises(SystemExit):
+        main(["--megabytes", "0"])
