@@ -33,16 +33,7 @@ def trained(pattern_name: str = "gpt4", vocab_size: int = 400) -> T.Tokenizer:
 
 def reference_train(text: str, vocab_size: int, pattern: str | None) -> list[tuple[int, int]]:
     """BPE the slow, obvious way: recount every pair of every chunk before each merge."""
-    words = [list(chunk.encode("utf-8")) for chunk in T.Tokenizer(pattern).split(text)]
-    pairs = []
-    for new_id in range(256, vocab_size):
-        counts = Counter(p for w in words for p in zip(w, w[1:]))
-        if not counts or max(counts.values()) < 2:
-            break
-        best = min(counts, key=lambda p: (-counts[p], p))
-        pairs.append(best)
-        words = [T.merge(w, best, new_id) for w in words]
-    return pairs
+    return reference_train_parts([text], vocab_size, pattern)
 
 
 UNICODE_SAMPLES = [

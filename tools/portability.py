@@ -38,12 +38,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from tools.course_book import ROOT
+from tools.notebooks import TIMEOUT, chapter_notebooks
 
 CAPABILITIES = ("default", "avx2", "avx512")
-
-
-def chapter_notebooks() -> list[Path]:
-    return sorted(p for p in (ROOT / "chapters").glob("*/*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
 
 def native_capability() -> str:
@@ -161,7 +158,7 @@ def _execute(job: tuple[str, int, str]) -> tuple[str, int, str | None, float]:
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     try:
-        NotebookClient(nb, timeout=600, kernel_name="python3",
+        NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
                        resources={"metadata": {"path": str(Path(path).parent)}}).execute()
         error = None
     except CellExecutionError as e:
