@@ -6,20 +6,28 @@ build on earlier modules, never the reverse:
 * :mod:`~course_lib.tokenizer` (01): byte-level BPE.
 * :mod:`~course_lib.positional` (01): token embeddings, sinusoidal, learned,
   RoPE, 2-D sin-cos, position-embedding resampling.
-* :mod:`~course_lib.attention` (02, 03): scaled dot-product attention (math
-  and fused paths), masks, multi-head / grouped-query attention, KV cache.
+* :mod:`~course_lib.attention` (02): scaled dot-product attention (math and
+  fused paths, switched by ``attn_impl``), masks.
+* :mod:`~course_lib.multi_head` (03): splitting and merging heads, multi-head
+  and grouped-query attention, the KV cache.
 * :mod:`~course_lib.norms` (04): LayerNorm, RMSNorm.
 * :mod:`~course_lib.mlp` (05): ReLU/GELU MLP, SwiGLU.
-* :mod:`~course_lib.blocks` (05-07): post-LN, pre-LN and res-post-norm blocks,
-  LayerScale, stochastic depth.
+* :mod:`~course_lib.blocks` (05-07): the one ``Block`` every model runs
+  (post-LN, pre-LN, res-post-norm; LayerScale, stochastic depth; attention and
+  MLP plugged in), and the decoder block with cross-attention.
 * :mod:`~course_lib.seq2seq` (06): the 2017 encoder-decoder Transformer.
 * :mod:`~course_lib.decoder_lm` (07): a Llama-style decoder-only LM.
+* :mod:`~course_lib.efficient` (08): the KV-cache step, tiled attention with
+  the online softmax, sliding windows.
 * :mod:`~course_lib.vit` (09), :mod:`~course_lib.dinov2` (10),
-  :mod:`~course_lib.swin` (11): the vision models.
+  :mod:`~course_lib.swin` (11): the vision models; :mod:`~course_lib.dino`
+  (10): DINO's self-distillation recipe (head, loss, centering, EMA, multi-crop).
 
-Around them: :mod:`~course_lib.interop` (load Hugging Face weights),
-:mod:`~course_lib.training` and :mod:`~course_lib.data` (a small trainer and
-synthetic data), and :mod:`~course_lib.grading` (what the hidden tests use).
+Around them: :mod:`~course_lib.counting` (parameters, FLOPs and bytes of the
+layers), :mod:`~course_lib.interop` (load Hugging Face weights),
+:mod:`~course_lib.training` and :mod:`~course_lib.data` (the course's trainer
+and synthetic data), :mod:`~course_lib.experiment` (seeds and checked claims),
+and :mod:`~course_lib.grading` (what the hidden tests use).
 """
 
 __version__ = "0.1.0"

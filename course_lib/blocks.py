@@ -12,8 +12,11 @@ gain on each residual branch, CaiT/DINOv2) and :class:`DropPath` (stochastic
 depth: drop a whole residual branch per sample while training).
 
 :func:`residual` is the same wiring as a plain function (the three norm
-positions, nothing else), and :func:`attention_flops` / :func:`layer_flops`
-count the arithmetic of one layer (chapter 05).
+positions, nothing else); the blocks run it. :class:`Block` is the one block
+of every model (ViT, DINOv2, the decoder-only LM, the seq2seq encoder and,
+with its window attention plugged in, Swin); :class:`DecoderBlock` adds the
+cross-attention of the 2017 decoder. A layer's arithmetic is counted in
+:mod:`course_lib.counting` (``layer_flops``).
 """
 
 from __future__ import annotations
@@ -23,12 +26,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from course_lib.attention import KVCache, MultiHeadAttention
-from course_lib.mlp import make_mlp, mlp_flops
+from course_lib.multi_head import KVCache, MultiHeadAttention
+from course_lib.mlp import make_mlp
 from course_lib.norms import make_norm
 
-__all__ = ["LayerScale", "DropPath", "BlockConfig", "EncoderBlock", "DecoderBlock", "NORM_POSITIONS", "residual",
-           "attention_flops", "layer_flops"]
+__all__ = ["LayerScale", "DropPath", "BlockConfig", "Block", "DecoderBlock", "NORM_POSITIONS", "residual"]
 
 NORM_POSITIONS = ("pre", "post", "res_post")
 
@@ -54,36 +56,6 @@ def residual(x: Tensor, sublayer, norm=None, position: str = "pre") -> Tensor:
     if position == "post":
         return norm(x + sublayer(x))
     return x + norm(sublayer(x))
-
-
-def attention_flops(n_tokens: int, d_model: int) -> dict[str, int]:
-    """FLOPs of one multi-head self-attention over a sequence of ``n_tokens`` tokens.
-
-    A multiply-add counts as 2 FLOPs; biases, the ``1/sqrt(d_k)`` scale, the
-    softmax and masks are left out (each is ``O(N D)`` or ``O(N^2)``), and the
-    full ``N x N`` score matrix is counted even under a causal mask. With
-    ``N = n_tokens``, ``D = d_model`` (the heads together have width ``D``)::
-
-        "projections": Q, K, V and the output projection, 4 maps D -> D:  4 * 2 N D^2 = 8 N D^2
-        "attention":   Q K^T (N x N x D) and weights @ V (N x N x D):     2 * 2 N^2 D = 4 N^2 D
-
-    The number of heads does not matter: ``h`` heads of width ``D / h`` do the
-    same arithmetic as one of width ``D``.
-    """
-    return {"projections": 8 * n_tokens * d_model * d_model, "attention": 4 * n_tokens * n_tokens * d_model}
-
-
-def layer_flops(n_tokens: int, d_model: int, d_ff: int | None = None) -> dict[str, int]:
-    """FLOPs of one encoder layer (self-attention + MLP), by part.
-
-    ``{"projections": 8 N D^2, "attention": 4 N^2 D, "ffn": 4 N D d_ff}`` with the
-    conventions of :func:`attention_flops` and :func:`course_lib.mlp.mlp_flops`
-    (``d_ff = 4 D`` if None). The projections and the MLP grow like ``N D^2``,
-    the score and value products like ``N^2 D``: with ``d_ff = 4 D`` the MLP is
-    the largest part while ``N < 4 D``, and more than half the layer while ``N < 2 D``.
-    """
-    d_ff = 4 * d_model if d_ff is None else d_ff
-    return {**attention_flops(n_tokens, d_model), "ffn": mlp_flops(n_tokens, d_model, d_ff)}
 
 
 class LayerScale(nn.Module):
@@ -160,7 +132,12 @@ class BlockConfig:
 
 
 class _Residual(nn.Module):
-    """One residual sublayer: norm placement, dropout, LayerScale and DropPath around ``fn``."""
+    """One residual sublayer: :func:`residual` with dropout, LayerScale and DropPath on the branch.
+
+    ``"pre"`` and ``"post"``: the branch is ``drop_path(scale(dropout(fn(.))))``;
+    ``"res_post"``: the norm belongs to the branch, before LayerScale and DropPath
+    (Swin V2: ``x + drop_path(norm(attn(x)))``).
+    """
 
     def __init__(self, cfg: BlockConfig):
         super().__init__()
@@ -171,11 +148,9 @@ class _Residual(nn.Module):
         self.drop_path = DropPath(cfg.drop_path)
 
     def forward(self, x: Tensor, fn) -> Tensor:
-        if self.position == "pre":
-            return x + self.drop_path(self.scale(self.drop(fn(self.norm(x)))))
-        if self.position == "post":
-            return self.norm(x + self.drop_path(self.scale(self.drop(fn(x)))))
-        return x + self.drop_path(self.scale(self.norm(self.drop(fn(x)))))  # res_post
+        if self.position == "res_post":
+            return residual(x, lambda h: self.drop_path(self.scale(self.norm(self.drop(fn(h))))), None, "pre")
+        return residual(x, lambda h: self.drop_path(self.scale(self.drop(fn(h)))), self.norm, self.position)
 
 
 def _attention(cfg: BlockConfig, kv_dim: int | None = None) -> MultiHeadAttention:
@@ -183,31 +158,46 @@ def _attention(cfg: BlockConfig, kv_dim: int | None = None) -> MultiHeadAttentio
                               out_bias=cfg.out_bias, dropout=cfg.attn_dropout, attn_impl=cfg.attn_impl, kv_dim=kv_dim)
 
 
-class EncoderBlock(nn.Module):
-    """Self-attention then MLP, each a residual sublayer: ``(batch, seq, dim) -> (batch, seq, dim)``.
+class Block(nn.Module):
+    """The transformer block of every model in the course: attention, then MLP, each a residual sublayer.
 
-    With ``is_causal=True`` (and ``rope``/``cache``) it is also the block of a
-    decoder-only language model: a decoder without cross-attention.
+    ``(batch, seq, dim) -> (batch, seq, dim)``. ``cfg`` sets the norm, its
+    position (pre-LN, post-LN, res-post-norm), dropout, LayerScale and DropPath.
+    The two sublayers are plugged in (timm's ``Block(attn_layer=, mlp_layer=)``):
+
+    * ``attn``: by default a :class:`~course_lib.multi_head.MultiHeadAttention`
+      (ViT, DINOv2, the seq2seq encoder; with ``is_causal=True``, ``rope`` and
+      ``cache``, the decoder-only LM). Swin plugs in its window attention
+      (:class:`course_lib.swin.WindowAttention`), which also takes the
+      feature-map size.
+    * ``mlp``: by default ``make_mlp(cfg.mlp, cfg.dim, cfg.mlp_hidden)``.
+
+    ``mask`` and the keyword arguments go to the attention module unchanged
+    (``mask``, ``is_causal``, ``bias``, ``rope``, ``cache`` for multi-head
+    attention; ``hw`` for Swin's window attention).
     """
 
-    def __init__(self, cfg: BlockConfig):
+    def __init__(self, cfg: BlockConfig, attn: nn.Module | None = None, mlp: nn.Module | None = None):
         super().__init__()
-        self.attn = _attention(cfg)
-        self.mlp = make_mlp(cfg.mlp, cfg.dim, cfg.mlp_hidden, bias=cfg.mlp_bias, dropout=0.0)
+        self.attn = attn if attn is not None else _attention(cfg)
+        self.mlp = mlp if mlp is not None else make_mlp(cfg.mlp, cfg.dim, cfg.mlp_hidden, bias=cfg.mlp_bias)
         self.attn_res, self.mlp_res = _Residual(cfg), _Residual(cfg)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None, *, is_causal: bool = False, bias: Tensor | None = None,
-                rope: tuple[Tensor, Tensor] | None = None, cache: KVCache | None = None,
-                return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        """``x``: ``(batch, seq, dim)``. With ``return_weights``, also the attention weights ``(batch, heads, seq, seq)``."""
+    def forward(self, x: Tensor, mask: Tensor | None = None, *, return_weights: bool = False,
+                **attn_kwargs) -> Tensor | tuple[Tensor, Tensor]:
+        """``x``: ``(batch, seq, dim)``; ``mask``: boolean, broadcastable to ``(batch, seq, seq)``, ``True`` = may attend.
+
+        With ``return_weights``, also the attention weights ``(batch, heads, seq, seq)``.
+        """
+        if mask is not None:
+            attn_kwargs["mask"] = mask
         weights = []
 
         def attend(h):
-            out = self.attn(h, mask=mask, is_causal=is_causal, bias=bias, rope=rope, cache=cache,
-                            return_weights=return_weights)
-            if return_weights:
-                out, w = out
-                weights.append(w)
+            if not return_weights:
+                return self.attn(h, **attn_kwargs)
+            out, w = self.attn(h, return_weights=True, **attn_kwargs)
+            weights.append(w)
             return out
 
         x = self.mlp_res(self.attn_res(x, attend), self.mlp)

@@ -12,9 +12,9 @@ sublayer and once at the end, rotary position embeddings (in the half-split
 ``rotate_half`` layout of Hugging Face's Llama) on queries and keys, a SwiGLU
 MLP, no biases, and grouped-query attention (``n_kv_heads`` key/value heads
 shared by ``n_heads`` query heads). The blocks are the shared
-:class:`~course_lib.blocks.EncoderBlock` run with ``is_causal=True``.
+:class:`~course_lib.blocks.Block` run with ``is_causal=True``.
 
-Generation keeps one static, preallocated :class:`~course_lib.attention.KVCache`
+Generation keeps one static, preallocated :class:`~course_lib.multi_head.KVCache`
 per layer, so each new token costs one position of attention instead of the
 whole prefix; cached and uncached generation give the same tokens.
 
@@ -29,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.attention import ATTN_IMPLS, KVCache
-from course_lib.blocks import BlockConfig, EncoderBlock
+from course_lib.attention import ATTN_IMPLS
+from course_lib.multi_head import KVCache
+from course_lib.blocks import Block, BlockConfig
 from course_lib.mlp import swiglu, swiglu_hidden_dim  # swiglu: chapter 07's exercise, run by mlp.SwiGLU
 from course_lib.norms import RMSNorm
 from course_lib.positional import RotaryEmbedding, TokenEmbedding
@@ -126,7 +127,7 @@ class DecoderLM(nn.Module):
                             dropout=cfg.dropout, attn_impl=cfg.attn_impl)
         self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.dim, scale=False)
         self.rope = RotaryEmbedding(cfg.head_dim, cfg.max_seq_len, cfg.rope_base)
-        self.blocks = nn.ModuleList([EncoderBlock(block) for _ in range(cfg.n_layers)])
+        self.blocks = nn.ModuleList([Block(block) for _ in range(cfg.n_layers)])
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         self.apply(self._init_weights)
@@ -225,18 +226,6 @@ class DecoderLM(nn.Module):
         """Parameters, each shared tensor counted once; ``non_embedding`` leaves out the embedding matrix."""
         n = sum(p.numel() for p in self.parameters())
         return n - self.tok_emb.weight.numel() if non_embedding else n
-
-    def flops_per_token(self, seq_len: int) -> float:
-        """Training FLOPs per token: ``6 N`` for the matrices plus ``12 L d_attn T`` for attention (PaLM, app. B)."""
-        cfg = self.cfg
-        return 6 * self.num_params(non_embedding=True) + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len
-
-    def estimate_mfu(self, tokens_per_second: float, seq_len: int, peak_flops: float) -> float:
-        """Model FLOPs utilisation: achieved training FLOP/s over the device's ``peak_flops``.
-
-        ``peak_flops``: e.g. 989e12 for an H100's dense bf16 tensor cores.
-        """
-        return self.flops_per_token(seq_len) * tokens_per_second / peak_flops
 
 
 def sample_next_token(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, greedy: bool = False,

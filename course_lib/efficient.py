@@ -1,9 +1,9 @@
 """Efficient attention (chapter 08): what attention costs, the KV cache, and the
 online softmax that computes exact attention without the ``n x n`` matrix.
 
-* :func:`attention_flops`, :func:`score_matrix_bytes`: the ``O(n^2 d)`` time and
-  ``O(n^2)`` memory of one attention layer.
-* :func:`kv_cache_bytes`: ``2 * layers * kv_heads * head_dim * seq * batch * bytes``.
+What attention costs in time and memory (``sdpa_flops``, ``score_matrix_bytes``,
+``kv_cache_bytes``) is counted in :mod:`course_lib.counting`.
+
 * :func:`decode_step_with_cache`: one decoding step that appends the new keys
   and values to the cache and attends over all of them.
 * :func:`tiled_attention`: attention over blocks of keys with a running maximum
@@ -22,47 +22,12 @@ from torch import Tensor
 from course_lib.attention import causal_mask, combine_masks, scaled_dot_product_attention
 
 __all__ = [
-    "attention_flops",
-    "score_matrix_bytes",
-    "kv_cache_bytes",
     "decode_step_with_cache",
     "tiled_attention",
     "sliding_window_mask",
 ]
 
 
-# --------------------------------------------------------------------------
-# Cost
-# --------------------------------------------------------------------------
-def attention_flops(n_q: int, n_k: int, d_k: int, d_v: int | None = None) -> int:
-    """Floating-point operations of ``softmax(Q K^T / sqrt(d_k)) V`` for one head.
-
-    Two matrix products, ``Q K^T`` (``n_q * n_k * d_k`` multiply-adds) and
-    ``A V`` (``n_q * n_k * d_v``), at 2 FLOPs per multiply-add; the softmax's
-    ``O(n_q n_k)`` is left out. With ``n_q = n_k = n`` this is ``O(n^2 d)``.
-    """
-    d_v = d_k if d_v is None else d_v
-    return 2 * n_q * n_k * d_k + 2 * n_q * n_k * d_v
-
-
-def score_matrix_bytes(batch: int, n_heads: int, n_q: int, n_k: int, dtype_bytes: int = 4) -> int:
-    """Bytes of the ``(batch, heads, n_q, n_k)`` score (or weight) tensor that naive attention stores."""
-    return batch * n_heads * n_q * n_k * dtype_bytes
-
-
-def kv_cache_bytes(batch: int, seq_len: int, n_layers: int, n_kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
-    """Bytes of a KV cache: ``2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes``.
-
-    The 2 counts keys and values; each layer stores, for every cached position
-    of every sequence in the batch, one ``head_dim`` vector per *key/value*
-    head (``n_heads`` for MHA, ``n_heads / groups`` for GQA, 1 for MQA).
-    """
-    return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes
-
-
-# --------------------------------------------------------------------------
-# Decoding with a cache
-# --------------------------------------------------------------------------
 def decode_step_with_cache(q_new: Tensor, k_new: Tensor, v_new: Tensor,
                            k_cache: Tensor, v_cache: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Attend from the new tokens to the cached and the new keys; grow the cache.

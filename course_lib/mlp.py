@@ -4,15 +4,14 @@ The same small network is applied to every token independently: attention
 mixes information *across* tokens, the MLP transforms each token's features.
 
 * :class:`MLP`: ``fc2(act(fc1(x)))``: the 2017 Transformer's ReLU FFN
-  (``d_ff = 4 d_model``) and ViT's GELU MLP, exact or tanh-approximated.
+  (``mlp_hidden = 4 dim``) and ViT's GELU MLP, exact or tanh-approximated.
 * :class:`SwiGLU`: ``down(silu(gate(x)) * up(x))`` (Shazeer, 2020), the gated
   MLP of Llama and DINOv2-g. With three matrices instead of two, a hidden width
-  of ``2/3 * 4 d_model`` keeps the parameter count of the 4x MLP
+  of ``2/3 * 4 dim`` keeps the parameter count of the 4x MLP
   (:func:`swiglu_hidden_dim`).
 
-Counting (chapter 05): :func:`mlp_param_count` and :func:`mlp_flops` give the
-size and the arithmetic of a two-layer MLP, the numbers the chapter sets
-against attention's (:func:`course_lib.blocks.layer_flops`).
+The size and arithmetic of these layers are counted in :mod:`course_lib.counting`
+(``mlp_param_count``, ``mlp_flops``, ``layer_flops``).
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["ACTIVATIONS", "activation", "MLP", "SwiGLU", "swiglu", "swiglu_hidden_dim", "make_mlp", "mlp_param_count",
-           "mlp_flops"]
+__all__ = ["ACTIVATIONS", "activation", "MLP", "SwiGLU", "swiglu", "swiglu_hidden_dim", "make_mlp"]
 
 #: activation name -> function. "gelu" is the exact erf form; "gelu_tanh" the tanh approximation.
 ACTIVATIONS = {
@@ -117,29 +115,3 @@ def make_mlp(kind: str, dim: int, hidden: int, *, bias: bool = True, dropout: fl
     return MLP(dim, hidden, act=kind, bias=bias, dropout=dropout)
 
 
-def mlp_param_count(d_model: int, d_ff: int, bias: bool = True) -> int:
-    """Parameters of :class:`MLP` ``(d_model -> d_ff -> d_model)``.
-
-    Two weight matrices of ``d_model * d_ff`` entries each, plus, with
-    ``bias``, one bias per hidden unit and one per output::
-
-        2 * d_model * d_ff  (+ d_ff + d_model)
-
-    With ``d_ff = 4 d_model`` that is about ``8 d_model^2``, twice the
-    ``4 d_model^2`` of attention's four projections.
-    """
-    return 2 * d_model * d_ff + ((d_ff + d_model) if bias else 0)
-
-
-def mlp_flops(n_tokens: int, d_model: int, d_ff: int) -> int:
-    """Floating-point operations of one forward pass of the MLP over ``n_tokens`` tokens.
-
-    A multiply-add counts as 2 FLOPs. Each token goes through two matrix
-    products of ``d_model * d_ff`` multiply-adds each, so::
-
-        mlp_flops = 2 * (2 * n_tokens * d_model * d_ff) = 4 * n_tokens * d_model * d_ff
-
-    Biases and the activation (``O(n_tokens * d_ff)``) are left out: they are
-    a fraction ``~1/d_model`` of the total.
-    """
-    return 4 * n_tokens * d_model * d_ff

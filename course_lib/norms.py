@@ -15,9 +15,10 @@ For comparison, :func:`batch_norm` normalizes each *feature* with statistics
 taken over the batch (and the sequence), optionally over real tokens only, and
 :func:`layer_norm_backward` writes out LayerNorm's gradient.
 
-Each layer has the explicit path (``fused=False``), which the book walks
-through, and PyTorch's fused kernel (``fused=True``, the default), which the
-models use for speed; they agree to floating-point error.
+Each layer has the explicit path (``impl="eager"``), which the book walks
+through, and PyTorch's fused kernel (``impl="fused"``, the default), which the
+models use for speed; they agree to floating-point error. (Attention has the
+same switch, ``attn_impl``, with ``"sdpa"`` naming its fused kernel.)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["layer_norm", "rms_norm", "batch_norm", "layer_norm_backward", "LayerNorm", "RMSNorm", "make_norm"]
+__all__ = ["layer_norm", "rms_norm", "batch_norm", "layer_norm_backward", "NORM_IMPLS", "LayerNorm", "RMSNorm", "make_norm"]
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -141,6 +142,15 @@ def layer_norm_backward(grad_out: Tensor, x: Tensor, weight: Tensor | None = Non
     return dx.to(x.dtype)
 
 
+NORM_IMPLS = ("eager", "fused")
+
+
+def _check_impl(impl: str) -> str:
+    if impl not in NORM_IMPLS:
+        raise ValueError(f"impl must be one of {NORM_IMPLS}, got {impl!r}")
+    return impl
+
+
 class LayerNorm(nn.Module):
     """LayerNorm with learnable gain and (optional) shift.
 
@@ -149,12 +159,12 @@ class LayerNorm(nn.Module):
         eps: added to the variance (ViT checkpoints use 1e-12 or 1e-6; the
             2017 Transformer 1e-6; PyTorch's default is 1e-5).
         bias: learn the shift ``beta``.
-        fused: use ``torch.nn.functional.layer_norm`` instead of the explicit path.
+        impl: ``"eager"`` (the explicit :func:`layer_norm`) or ``"fused"`` (``torch.nn.functional.layer_norm``).
     """
 
-    def __init__(self, dim: int, eps: float = 1e-5, *, bias: bool = True, fused: bool = True):
+    def __init__(self, dim: int, eps: float = 1e-5, *, bias: bool = True, impl: str = "fused"):
         super().__init__()
-        self.dim, self.eps, self.fused = dim, eps, fused
+        self.dim, self.eps, self.impl = dim, eps, _check_impl(impl)
         self.weight = nn.Parameter(torch.ones(dim))
         self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
 
@@ -162,13 +172,13 @@ class LayerNorm(nn.Module):
         """``(..., dim) -> (..., dim)``."""
         if x.shape[-1] != self.dim:
             raise ValueError(f"LayerNorm({self.dim}) got an input whose last axis is {x.shape[-1]}")
-        if self.fused:  # the kernel accumulates half-precision inputs in float32 itself
+        if self.impl == "fused":  # the kernel accumulates half-precision inputs in float32 itself
             w = self.weight.to(x.dtype)
             return F.layer_norm(x, (self.dim,), w, None if self.bias is None else self.bias.to(x.dtype), self.eps)
         return layer_norm(x, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.dim}, eps={self.eps}, bias={self.bias is not None}, fused={self.fused}"
+        return f"{self.dim}, eps={self.eps}, bias={self.bias is not None}, impl={self.impl!r}"
 
 
 class RMSNorm(nn.Module):
@@ -176,25 +186,25 @@ class RMSNorm(nn.Module):
 
     Args:
         dim: feature width.  eps: added to the mean square (Llama uses 1e-5 or 1e-6).
-        fused: use ``torch.nn.functional.rms_norm`` instead of the explicit path.
+        impl: ``"eager"`` (the explicit :func:`rms_norm`) or ``"fused"`` (``torch.nn.functional.rms_norm``).
     """
 
-    def __init__(self, dim: int, eps: float = 1e-6, *, fused: bool = True):
+    def __init__(self, dim: int, eps: float = 1e-6, *, impl: str = "fused"):
         super().__init__()
-        self.dim, self.eps, self.fused = dim, eps, fused
+        self.dim, self.eps, self.impl = dim, eps, _check_impl(impl)
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., dim) -> (..., dim)``."""
         if x.shape[-1] != self.dim:
             raise ValueError(f"RMSNorm({self.dim}) got an input whose last axis is {x.shape[-1]}")
-        if self.fused:
+        if self.impl == "fused":
             h = x.float() if x.dtype in _HALF else x
             return F.rms_norm(h, (self.dim,), None, self.eps).to(x.dtype) * self.weight.to(x.dtype)
         return rms_norm(x, self.weight, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.dim}, eps={self.eps}, fused={self.fused}"
+        return f"{self.dim}, eps={self.eps}, impl={self.impl!r}"
 
 
 def make_norm(kind: str, dim: int, eps: float, *, bias: bool = True) -> nn.Module:

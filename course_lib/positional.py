@@ -4,7 +4,7 @@ Attention is permutation-equivariant: without positions, "herbivores eat
 plants" and "plants eat herbivores" are the same bag of tokens. This module
 holds every way the course injects order:
 
-* :class:`TokenEmbedding`: lookup scaled by ``sqrt(d_model)`` (Vaswani et al., 2017, sec. 3.4);
+* :class:`TokenEmbedding`: lookup scaled by ``sqrt(dim)`` (Vaswani et al., 2017, sec. 3.4);
 * :func:`sinusoidal_encoding`: ``PE[pos, 2i] = sin(pos / base^(2i/d))``,
   ``PE[pos, 2i+1] = cos(pos / base^(2i/d))`` (sec. 3.5), and the module
   :class:`SinusoidalPositionalEncoding`; :func:`offset_rotation`, the matrix
@@ -44,52 +44,52 @@ __all__ = [
 
 
 class TokenEmbedding(nn.Module):
-    """Token ids ``(batch, seq)`` -> vectors ``(batch, seq, d_model)``, times ``sqrt(d_model)`` if ``scale``.
+    """Token ids ``(batch, seq)`` -> vectors ``(batch, seq, dim)``, times ``sqrt(dim)`` if ``scale``.
 
-    The lookup equals a one-hot row vector times the ``(vocab, d_model)`` matrix.
-    The 2017 Transformer multiplies by ``sqrt(d_model)`` (sec. 3.4 gives no
+    The lookup equals a one-hot row vector times the ``(vocab, dim)`` matrix.
+    The 2017 Transformer multiplies by ``sqrt(dim)`` (sec. 3.4 gives no
     reason; a common reading is that this matrix is shared with the output
     projection, whose initialisation keeps entries small).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, *, scale: bool = True, padding_idx: int | None = None):
+    def __init__(self, vocab_size: int, dim: int, *, scale: bool = True, padding_idx: int | None = None):
         super().__init__()
-        self.d_model, self.scale = d_model, scale
-        self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
+        self.dim, self.scale = dim, scale
+        self.weight = nn.Parameter(torch.empty(vocab_size, dim))
         self.padding_idx = padding_idx
-        nn.init.normal_(self.weight, std=d_model**-0.5 if scale else 0.02)
+        nn.init.normal_(self.weight, std=dim**-0.5 if scale else 0.02)
         if padding_idx is not None:
             with torch.no_grad():
                 self.weight[padding_idx].zero_()
 
     def forward(self, ids: Tensor) -> Tensor:
         x = F.embedding(ids, self.weight, self.padding_idx)
-        return x * math.sqrt(self.d_model) if self.scale else x
+        return x * math.sqrt(self.dim) if self.scale else x
 
 
-def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0, *, offset: int = 0,
+def sinusoidal_encoding(n_positions: int, dim: int, base: float = 10000.0, *, offset: int = 0,
                         device=None, dtype=torch.float32) -> Tensor:
-    """The fixed sinusoidal table ``(n_positions, d_model)``: sines in even columns, cosines in odd ones.
+    """The fixed sinusoidal table ``(n_positions, dim)``: sines in even columns, cosines in odd ones.
 
     Pair ``i`` (columns ``2i, 2i+1``) rotates with angular frequency
-    ``base^(-2i/d_model)``, wavelengths from ``2 pi`` to ``2 pi * base``. Moving
+    ``base^(-2i/dim)``, wavelengths from ``2 pi`` to ``2 pi * base``. Moving
     ``k`` positions rotates every pair by the angle ``k * frequency``, a linear
     map that does not depend on the position: ``PE[pos + k] = R_k PE[pos]``.
     """
-    if d_model % 2:
-        raise ValueError(f"d_model must be even for sinusoidal encodings, got {d_model}")
+    if dim % 2:
+        raise ValueError(f"dim must be even for sinusoidal encodings, got {dim}")
     pos = torch.arange(offset, offset + n_positions, device=device, dtype=torch.float64)[:, None]
-    freq = base ** (-torch.arange(0, d_model, 2, device=device, dtype=torch.float64) / d_model)
+    freq = base ** (-torch.arange(0, dim, 2, device=device, dtype=torch.float64) / dim)
     angles = pos * freq
     pe = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # interleave sin, cos
     return pe.to(dtype)
 
 
-def offset_rotation(k: int, d_model: int, base: float = 10000.0, *, device=None, dtype=torch.float32) -> Tensor:
-    """The ``(d_model, d_model)`` matrix ``R_k`` with ``PE[pos + k] = PE[pos] @ R_k`` for every ``pos``.
+def offset_rotation(k: int, dim: int, base: float = 10000.0, *, device=None, dtype=torch.float32) -> Tensor:
+    """The ``(dim, dim)`` matrix ``R_k`` with ``PE[pos + k] = PE[pos] @ R_k`` for every ``pos``.
 
     Rows are vectors, as in :func:`sinusoidal_encoding`. Pair ``i`` of an
-    encoding is ``(sin(pos w_i), cos(pos w_i))`` with ``w_i = base^(-2i/d_model)``;
+    encoding is ``(sin(pos w_i), cos(pos w_i))`` with ``w_i = base^(-2i/dim)``;
     the angle-addition formulas move it ``k`` positions on with the 2x2 block
 
         [[ cos(k w_i), -sin(k w_i)],
@@ -98,25 +98,25 @@ def offset_rotation(k: int, d_model: int, base: float = 10000.0, *, device=None,
     on the diagonal at rows and columns ``2i, 2i+1``. ``R_k`` is orthogonal,
     does not depend on ``pos``, and ``R_a @ R_b = R_(a+b)``.
     """
-    if d_model % 2:
-        raise ValueError(f"d_model must be even for sinusoidal encodings, got {d_model}")
-    freq = base ** (-torch.arange(0, d_model, 2, device=device, dtype=torch.float64) / d_model)
+    if dim % 2:
+        raise ValueError(f"dim must be even for sinusoidal encodings, got {dim}")
+    freq = base ** (-torch.arange(0, dim, 2, device=device, dtype=torch.float64) / dim)
     angle = k * freq
     cos, sin = angle.cos(), angle.sin()
-    r = torch.zeros(d_model, d_model, device=device, dtype=torch.float64)
-    even = torch.arange(0, d_model, 2, device=device)
+    r = torch.zeros(dim, dim, device=device, dtype=torch.float64)
+    even = torch.arange(0, dim, 2, device=device)
     r[even, even], r[even, even + 1] = cos, -sin
     r[even + 1, even], r[even + 1, even + 1] = sin, cos
     return r.to(dtype)
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """Adds :func:`sinusoidal_encoding` to ``(batch, seq, d_model)`` inputs (no parameters)."""
+    """Adds :func:`sinusoidal_encoding` to ``(batch, seq, dim)`` inputs (no parameters)."""
 
-    def __init__(self, d_model: int, max_len: int = 4096, base: float = 10000.0, dropout: float = 0.0):
+    def __init__(self, dim: int, max_len: int = 4096, base: float = 10000.0, dropout: float = 0.0):
         super().__init__()
         self.max_len = max_len
-        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, base), persistent=False)
+        self.register_buffer("pe", sinusoidal_encoding(max_len, dim, base), persistent=False)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
@@ -127,12 +127,12 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """Adds one learned vector per position: ``(batch, seq, d_model)``, ``seq <= max_len``."""
+    """Adds one learned vector per position: ``(batch, seq, dim)``, ``seq <= max_len``."""
 
-    def __init__(self, max_len: int, d_model: int, *, std: float = 0.02):
+    def __init__(self, max_len: int, dim: int, *, std: float = 0.02):
         super().__init__()
         self.max_len = max_len
-        self.weight = nn.Parameter(torch.randn(max_len, d_model) * std)
+        self.weight = nn.Parameter(torch.randn(max_len, dim) * std)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         n = x.shape[1]
@@ -231,20 +231,20 @@ def sincos_2d(grid_h: int, grid_w: int, dim: int, temperature: float = 10000.0, 
 
 
 def resample_pos_embed(pos_embed: Tensor, new_grid: tuple[int, int], *, old_grid: tuple[int, int] | None = None,
-                       num_prefix_tokens: int = 1, mode: str = "bicubic", antialias: bool = False) -> Tensor:
+                       n_prefix: int = 1, mode: str = "bicubic", antialias: bool = False) -> Tensor:
     """Resize a ViT's learned positions to another patch grid.
 
     Args:
-        pos_embed: ``(1, num_prefix_tokens + H*W, dim)``: prefix tokens (CLS,
+        pos_embed: ``(1, n_prefix + H*W, dim)``: prefix tokens (CLS,
             registers) first, then the grid in row-major order.
         new_grid: ``(H', W')``.  old_grid: ``(H, W)``; a square grid if None.
         mode: ``"bicubic"`` (ViT, DINOv2) or ``"bilinear"``.  antialias: smooth
             before shrinking (matters only when ``H' < H``).
     Returns:
-        ``(1, num_prefix_tokens + H'*W', dim)`` in the input dtype; the
+        ``(1, n_prefix + H'*W', dim)`` in the input dtype; the
         interpolation runs in float32. Prefix tokens are kept as they are.
     """
-    prefix, grid = pos_embed[:, :num_prefix_tokens], pos_embed[:, num_prefix_tokens:]
+    prefix, grid = pos_embed[:, :n_prefix], pos_embed[:, n_prefix:]
     n, dim = grid.shape[1], grid.shape[2]
     if old_grid is None:
         side = math.isqrt(n)

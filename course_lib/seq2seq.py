@@ -3,8 +3,8 @@
 Vaswani et al. (2017) translate a source sentence ``x`` into a target ``y``
 one token at a time::
 
-    memory = Encoder(Embed(x) * sqrt(d_model) + PE)                 (sec. 3.1, 3.4, 3.5)
-    p(y_t | y_<t, x) = softmax(Decoder(Embed(y_<t) * sqrt(d_model) + PE, memory) W^T)
+    memory = Encoder(Embed(x) * sqrt(dim) + PE)                 (sec. 3.1, 3.4, 3.5)
+    p(y_t | y_<t, x) = softmax(Decoder(Embed(y_<t) * sqrt(dim) + PE, memory) W^T)
 
 Both stacks are post-LN (``x = LayerNorm(x + Sublayer(x))``, sec. 3.1): the
 encoder block is self-attention then a ReLU MLP, the decoder block adds
@@ -19,7 +19,7 @@ This module also holds what the chapter trains and decodes with:
 * :func:`transformer_lr`: the warmup then inverse-square-root schedule (sec. 5.3, eq. 3);
 * :func:`greedy_decode` and :func:`beam_search` with the GNMT length penalty
   (Wu et al., 2016), both reusing the decoder's self-attention keys and values
-  through a :class:`~course_lib.attention.KVCache` per layer.
+  through a :class:`~course_lib.multi_head.KVCache` per layer.
 
 Shapes: ``n_src`` source and ``n_tgt`` target positions; ``V`` the target vocabulary.
 """
@@ -32,8 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.attention import KVCache, attention_weights, merge_heads, padding_mask, split_heads
-from course_lib.blocks import BlockConfig, DecoderBlock, EncoderBlock
+from course_lib.attention import attention_weights, padding_mask
+from course_lib.multi_head import KVCache, merge_heads, split_heads
+from course_lib.blocks import Block, BlockConfig, DecoderBlock
 from course_lib.norms import LayerNorm
 from course_lib.positional import SinusoidalPositionalEncoding, TokenEmbedding
 
@@ -62,7 +63,7 @@ class Seq2SeqConfig:
     Attributes:
         vocab_size: source vocabulary (and target vocabulary when ``tgt_vocab_size`` is None).
         tgt_vocab_size: a separate target vocabulary; ``None`` shares ``vocab_size``.
-        d_model, n_heads, d_ff: width, attention heads, hidden width of the ReLU MLP.
+        dim, n_heads, mlp_hidden: width, attention heads, hidden width of the ReLU MLP.
         n_enc_layers, n_dec_layers: depth of the encoder and the decoder (N = 6 in the paper).
         dropout: on embeddings + positions and on every sublayer's output (P_drop, sec. 5.4).
         attn_dropout: on the attention weights (0 in the paper).
@@ -77,9 +78,9 @@ class Seq2SeqConfig:
 
     vocab_size: int = 37000
     tgt_vocab_size: int | None = None
-    d_model: int = 512
+    dim: int = 512
     n_heads: int = 8
-    d_ff: int = 2048
+    mlp_hidden: int = 2048
     n_enc_layers: int = 6
     n_dec_layers: int = 6
     dropout: float = 0.1
@@ -95,8 +96,8 @@ class Seq2SeqConfig:
     attn_impl: str = "sdpa"
 
     def __post_init__(self):
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.dim % self.n_heads:
+            raise ValueError(f"dim={self.dim} must be divisible by n_heads={self.n_heads}")
         if self.norm_position not in ("post", "pre"):
             raise ValueError(f"norm_position must be 'post' (2017) or 'pre', got {self.norm_position!r}")
         if self.share_embeddings and self.tgt_vocab_size not in (None, self.vocab_size):
@@ -125,11 +126,11 @@ class Seq2SeqConfig:
 
 #: Named configs, as keyword arguments: the paper's two models (Table 3; EN-DE dropout) and
 #: CPU-sized ones for tests and notebooks.
-_TINY = dict(vocab_size=16, d_model=64, n_heads=4, d_ff=256, n_enc_layers=2, n_dec_layers=2, dropout=0.0,
+_TINY = dict(vocab_size=16, dim=64, n_heads=4, mlp_hidden=256, n_enc_layers=2, n_dec_layers=2, dropout=0.0,
              label_smoothing=0.0, max_len=64)
 PRESETS: dict[str, dict] = {
     "transformer-base": dict(),
-    "transformer-big": dict(d_model=1024, n_heads=16, d_ff=4096, dropout=0.3),
+    "transformer-big": dict(dim=1024, n_heads=16, mlp_hidden=4096, dropout=0.3),
     "tiny": _TINY,
     "tiny-untied": _TINY | dict(tgt_vocab_size=20, share_embeddings=False),
 }
@@ -170,12 +171,12 @@ def cross_attention(x: Tensor, memory: Tensor, w_q: Tensor, w_k: Tensor, w_v: Te
     "encoder-decoder attention"). Weights follow ``nn.Linear``, ``(out, in)``.
 
     Args:
-        x: decoder states ``(batch, n_tgt, d_model)``.  memory: encoder output ``(batch, n_src, d_model)``.
-        w_q, w_k, w_v: ``(d_model, d_model)``.  w_o: ``(d_model, d_model)``.
+        x: decoder states ``(batch, n_tgt, dim)``.  memory: encoder output ``(batch, n_src, dim)``.
+        w_q, w_k, w_v: ``(dim, dim)``.  w_o: ``(dim, dim)``.
         memory_mask: boolean, broadcastable to ``(batch, n_tgt, n_src)``; ``True`` = may attend.
 
     Returns:
-        ``(batch, n_tgt, d_model)``.
+        ``(batch, n_tgt, dim)``.
     """
     q = split_heads(F.linear(x, w_q), n_heads)                     # (batch, heads, n_tgt, d_head)
     k = split_heads(F.linear(memory, w_k), n_heads)                # (batch, heads, n_src, d_head)
@@ -200,15 +201,15 @@ class Seq2SeqTransformer(nn.Module):
     def __init__(self, cfg: Seq2SeqConfig):
         super().__init__()
         self.cfg = cfg
-        d = cfg.d_model
-        block = BlockConfig(dim=d, n_heads=cfg.n_heads, mlp_hidden=cfg.d_ff, mlp="relu", norm="layernorm",
+        d = cfg.dim
+        block = BlockConfig(dim=d, n_heads=cfg.n_heads, mlp_hidden=cfg.mlp_hidden, mlp="relu", norm="layernorm",
                             norm_eps=cfg.norm_eps, norm_position=cfg.norm_position, dropout=cfg.dropout,
                             attn_dropout=cfg.attn_dropout, attn_impl=cfg.attn_impl)
         self.src_emb = TokenEmbedding(cfg.vocab_size, d, scale=True, padding_idx=cfg.pad_id)
         self.tgt_emb = self.src_emb if cfg.share_embeddings else TokenEmbedding(cfg.n_tgt_vocab, d, scale=True,
                                                                                 padding_idx=cfg.pad_id)
         self.pos = SinusoidalPositionalEncoding(d, cfg.max_len, dropout=cfg.dropout)
-        self.encoder = nn.ModuleList([EncoderBlock(block) for _ in range(cfg.n_enc_layers)])
+        self.encoder = nn.ModuleList([Block(block) for _ in range(cfg.n_enc_layers)])
         self.decoder = nn.ModuleList([DecoderBlock(block) for _ in range(cfg.n_dec_layers)])
         pre = cfg.norm_position == "pre"  # a pre-LN stack's output has not been normalized yet
         self.enc_norm = LayerNorm(d, cfg.norm_eps) if pre else nn.Identity()
@@ -230,7 +231,7 @@ class Seq2SeqTransformer(nn.Module):
 
     # ------------------------------------------------------------ encoder / decoder
     def encode(self, src: Tensor, src_mask: Tensor | None = None, *, src_lengths: Tensor | None = None) -> Tensor:
-        """Source ids ``(batch, n_src)`` -> memory ``(batch, n_src, d_model)``.
+        """Source ids ``(batch, n_src)`` -> memory ``(batch, n_src, dim)``.
 
         ``src_mask``: ``(batch, n_src)`` or ``(batch, 1, n_src)`` boolean, ``True`` for
         real tokens; built by :meth:`source_mask` (from ``src_lengths`` or the pad id) when None.
@@ -244,7 +245,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def decode(self, tgt_in: Tensor, memory: Tensor, memory_mask: Tensor | None = None, *,
                caches: list[KVCache] | None = None) -> Tensor:
-        """Decoder inputs ``(batch, n_tgt)`` and memory ``(batch, n_src, d_model)`` -> logits ``(batch, n_tgt, V)``.
+        """Decoder inputs ``(batch, n_tgt)`` and memory ``(batch, n_src, dim)`` -> logits ``(batch, n_tgt, V)``.
 
         ``memory_mask``: the source key-padding mask, ``(batch, n_src)`` or ``(batch, 1, n_src)``.
         ``caches``: one :class:`KVCache` per decoder layer (see :meth:`make_caches`);
@@ -272,7 +273,7 @@ class Seq2SeqTransformer(nn.Module):
     def make_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]:
         """One empty decoder self-attention cache per layer, for ``max_len`` target positions."""
         cfg, p = self.cfg, self.out_proj.weight
-        return [KVCache(batch, cfg.n_heads, max_len or cfg.max_len, cfg.d_model // cfg.n_heads, dtype=p.dtype,
+        return [KVCache(batch, cfg.n_heads, max_len or cfg.max_len, cfg.dim // cfg.n_heads, dtype=p.dtype,
                         device=p.device) for _ in range(cfg.n_dec_layers)]
 
 
@@ -319,19 +320,19 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float = 0.1, 
     raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-def transformer_lr(step: int, d_model: int, warmup: int = 4000) -> float:
-    """The 2017 schedule (sec. 5.3, eq. 3): ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``.
+def transformer_lr(step: int, dim: int, warmup: int = 4000) -> float:
+    """The 2017 schedule (sec. 5.3, eq. 3): ``dim^-0.5 * min(step^-0.5, step * warmup^-1.5)``.
 
-    Linear growth for ``warmup`` steps, peak ``(d_model * warmup)^-0.5`` at
+    Linear growth for ``warmup`` steps, peak ``(dim * warmup)^-0.5`` at
     ``step == warmup``, then ``1 / sqrt(step)`` decay. ``step = 0`` gives 0.
     Use it as the multiplier of a ``LambdaLR`` over an optimizer with ``lr=1``.
     """
-    if step < 0 or d_model < 1 or warmup < 1:
-        raise ValueError(f"need step >= 0, d_model >= 1, warmup >= 1; got step={step}, d_model={d_model}, "
+    if step < 0 or dim < 1 or warmup < 1:
+        raise ValueError(f"need step >= 0, dim >= 1, warmup >= 1; got step={step}, dim={dim}, "
                          f"warmup={warmup}")
     if step == 0:
         return 0.0
-    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+    return dim**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 # --------------------------------------------------------------------------

@@ -51,16 +51,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
-from course_lib.blocks import DropPath
-from course_lib.mlp import MLP
+from course_lib.attention import scaled_dot_product_attention
+from course_lib.multi_head import merge_heads, MultiHeadAttention, split_heads
+from course_lib.blocks import Block, BlockConfig
 from course_lib.norms import LayerNorm
 
 __all__ = [
     "SwinConfig", "PRESETS", "window_partition", "window_reverse", "relative_position_index",
     "log_spaced_relative_coords", "shifted_window_mask", "fit_window", "PatchEmbed", "PatchMerging",
-    "WindowAttention", "SwinBlock", "SwinStage", "Swin", "shift_regions", "merge_2x2", "cosine_attention",
-    "LOGIT_SCALE_MAX", "stage_shapes", "attention_matrix_entries",
+    "WindowAttention", "swin_block", "SwinStage", "Swin", "shift_regions", "merge_2x2", "cosine_attention",
+    "LOGIT_SCALE_MAX", "stage_shapes",
 ]
 
 MASK_VALUE = -100.0  #: additive score between tokens of different shift regions (HF, original code)
@@ -72,8 +72,8 @@ LOGIT_SCALE_MAX = math.log(100.0)  #: V2 clamps the learnable log-temperature he
 class SwinConfig:
     """Sizes of a Swin (``version=1``) or Swin V2 (``version=2``) model.
 
-    Stage ``i`` has width ``embed_dim * 2**i``, ``depths[i]`` blocks and
-    ``num_heads[i]`` heads. ``image_size`` (height, width) is the training
+    Stage ``i`` has width ``dim * 2**i``, ``depths[i]`` blocks and
+    ``n_heads[i]`` heads. ``image_size`` (height, width) is the training
     resolution: V2 fits its windows to it (see the module docstring); any input
     size is accepted. ``pretrained_window_sizes`` (V2): the window the
     continuous position bias was trained with, per stage (0 = this window).
@@ -89,9 +89,9 @@ class SwinConfig:
     image_size: int | tuple[int, int] = 224
     patch_size: int = 4
     in_chans: int = 3
-    embed_dim: int = 96
+    dim: int = 96
     depths: tuple[int, ...] = (2, 2, 6, 2)
-    num_heads: tuple[int, ...] = (3, 6, 12, 24)
+    n_heads: tuple[int, ...] = (3, 6, 12, 24)
     window_size: int = 7
     mlp_ratio: float = 4.0
     qkv_bias: bool = True
@@ -106,24 +106,24 @@ class SwinConfig:
         if isinstance(self.image_size, int):
             self.image_size = (self.image_size, self.image_size)
         self.image_size = tuple(self.image_size)
-        self.depths, self.num_heads = tuple(self.depths), tuple(self.num_heads)
+        self.depths, self.n_heads = tuple(self.depths), tuple(self.n_heads)
         if self.pretrained_window_sizes is None:
             self.pretrained_window_sizes = (0,) * len(self.depths)
         self.pretrained_window_sizes = tuple(self.pretrained_window_sizes)
         if self.version not in (1, 2):
             raise ValueError(f"version must be 1 (Swin) or 2 (Swin V2), got {self.version!r}")
-        if not len(self.depths) == len(self.num_heads) == len(self.pretrained_window_sizes):
-            raise ValueError(f"depths {self.depths}, num_heads {self.num_heads} and pretrained_window_sizes "
+        if not len(self.depths) == len(self.n_heads) == len(self.pretrained_window_sizes):
+            raise ValueError(f"depths {self.depths}, n_heads {self.n_heads} and pretrained_window_sizes "
                              f"{self.pretrained_window_sizes} must have one entry per stage")
         if self.window_size < 1 or self.patch_size < 1:
             raise ValueError(f"window_size ({self.window_size}) and patch_size ({self.patch_size}) must be >= 1")
-        for i, heads in enumerate(self.num_heads):
+        for i, heads in enumerate(self.n_heads):
             if self.stage_dim(i) % heads:
-                raise ValueError(f"stage {i}: width {self.stage_dim(i)} (embed_dim {self.embed_dim} * 2**{i}) is "
-                                 f"not divisible by num_heads={heads}; every head needs an equal share of channels")
+                raise ValueError(f"stage {i}: width {self.stage_dim(i)} (dim {self.dim} * 2**{i}) is "
+                                 f"not divisible by n_heads={heads}; every head needs an equal share of channels")
 
     def stage_dim(self, i: int) -> int:
-        return self.embed_dim * 2**i
+        return self.dim * 2**i
 
     @property
     def num_features(self) -> int:
@@ -138,11 +138,11 @@ class SwinConfig:
         return cls(**{**PRESETS[name], **overrides})
 
 
-_T = dict(embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), num_classes=1000)
+_T = dict(dim=96, depths=(2, 2, 6, 2), n_heads=(3, 6, 12, 24), num_classes=1000)
 _S = dict(_T, depths=(2, 2, 18, 2))
-_B = dict(_S, embed_dim=128, num_heads=(4, 8, 16, 32))
+_B = dict(_S, dim=128, n_heads=(4, 8, 16, 32))
 _V1, _V2 = dict(version=1, window_size=7, image_size=224), dict(version=2, window_size=8, image_size=256)
-_TEST = dict(image_size=32, embed_dim=16, depths=(2, 2), num_heads=(2, 4), window_size=4, num_classes=10)
+_TEST = dict(image_size=32, dim=16, depths=(2, 2), n_heads=(2, 4), window_size=4, num_classes=10)
 #: Published sizes (Liu et al., 2021, table 1; 2022, ImageNet-1k at 256 px) and tiny CPU test models.
 PRESETS: dict[str, dict] = {
     "swin-t": dict(_V1, **_T), "swin-s": dict(_V1, **_S), "swin-b": dict(_V1, **_B),
@@ -225,17 +225,6 @@ def shifted_window_mask(h: int, w: int, ws: int, shift: int, *, device=None, dty
     return torch.zeros(differ.shape, device=device, dtype=dtype).masked_fill(differ, MASK_VALUE)
 
 
-def attention_matrix_entries(h: int, w: int, ws: int | None = None) -> int:
-    """Entries of the attention matrices of one head over an ``h x w`` token map.
-
-    Global attention (``ws=None``): ``(h w)^2``. Windows of side ``ws`` (``h``
-    and ``w`` multiples of ``ws``): ``h w / ws^2`` windows of ``ws^4`` entries,
-    ``h w ws^2`` in all: linear in the number of tokens.
-    """
-    n = h * w
-    return n * n if ws is None else n * ws * ws
-
-
 def stage_shapes(cfg: SwinConfig, image_size: int | tuple[int, int] | None = None) -> list[dict]:
     """Per stage: feature-map ``height``, ``width``, channels ``dim``, ``depth``, ``heads``, ``window``, ``tokens``.
 
@@ -250,7 +239,7 @@ def stage_shapes(cfg: SwinConfig, image_size: int | tuple[int, int] | None = Non
         ws = min(cfg.window_size, h, w) if cfg.version == 1 else fit_window(
             cfg.image_size[0] // cfg.patch_size // 2**i, cfg.window_size, 0)[0]
         rows.append(dict(stage=i + 1, height=h, width=w, dim=cfg.stage_dim(i), depth=cfg.depths[i],
-                         heads=cfg.num_heads[i], window=ws, tokens=h * w))
+                         heads=cfg.n_heads[i], window=ws, tokens=h * w))
         h, w = -(-h // 2), -(-w // 2)
     return rows
 
@@ -321,7 +310,7 @@ class PatchMerging(nn.Module):
 
 
 def cosine_attention(q: Tensor, k: Tensor, v: Tensor, logit_scale: Tensor, bias: Tensor | None = None, *,
-                     dropout_p: float = 0.0, fused: bool = False) -> Tensor:
+                     dropout_p: float = 0.0, attn_impl: str = "eager") -> Tensor:
     """Swin V2's scaled cosine attention (Liu et al., 2022, eq. 2)::
 
         softmax(cos(q_i, k_j) * tau + bias_ij) v,   tau = exp(min(logit_scale, log 100))
@@ -333,15 +322,17 @@ def cosine_attention(q: Tensor, k: Tensor, v: Tensor, logit_scale: Tensor, bias:
     """
     tau = logit_scale.clamp(max=LOGIT_SCALE_MAX).exp()
     q, k = F.normalize(q, dim=-1) * tau, F.normalize(k, dim=-1)
-    return scaled_dot_product_attention(q, k, v, bias=bias, scale=1.0, dropout_p=dropout_p, fused=fused)
+    return scaled_dot_product_attention(q, k, v, bias=bias, scale=1.0, dropout_p=dropout_p, attn_impl=attn_impl)
 
 
 class WindowAttention(nn.Module):
-    """Multi-head self-attention within each window, with a relative position bias.
+    """(S)W-MSA: multi-head self-attention within (shifted) windows, with a relative position bias.
 
-    The projections are a shared :class:`~course_lib.attention.MultiHeadAttention`
-    (``self.mha``); the position bias and the shift mask enter through its
-    additive ``bias`` hook.
+    ``((B, H*W, C), (H, W)) -> (B, H*W, C)``: the attention module that Swin
+    plugs into the shared :class:`~course_lib.blocks.Block`. The projections are
+    a shared :class:`~course_lib.multi_head.MultiHeadAttention` (``self.mha``);
+    the position bias and the shift mask enter through its additive ``bias`` hook.
+    ``shift`` is 0 (W-MSA) or ``ws // 2`` (SW-MSA).
 
     * V1: ``relative_position_bias_table`` ``((2ws-1)^2, heads)``, read through
       :func:`relative_position_index`.
@@ -351,18 +342,18 @@ class WindowAttention(nn.Module):
       bias (only query and value do), and the shift mask is added twice.
     """
 
-    def __init__(self, dim: int, heads: int, ws: int, *, version: int = 1, qkv_bias: bool = True,
+    def __init__(self, dim: int, n_heads: int, ws: int, shift: int = 0, *, version: int = 1, qkv_bias: bool = True,
                  pretrained_ws: int = 0, attn_impl: str = "sdpa"):
         super().__init__()
-        self.version, self.heads, self.window_size = version, heads, ws
-        self.mha = MultiHeadAttention(dim, heads, qkv_bias=qkv_bias, k_bias=qkv_bias and version == 1,
+        self.version, self.n_heads, self.window_size, self.shift = version, n_heads, ws, shift
+        self.mha = MultiHeadAttention(dim, n_heads, qkv_bias=qkv_bias, k_bias=qkv_bias and version == 1,
                                       attn_impl=attn_impl)
         self.register_buffer("rel_index", relative_position_index(ws), persistent=False)
         if version == 1:
-            self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * ws - 1) ** 2, heads))
+            self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * ws - 1) ** 2, n_heads))
         else:
-            self.logit_scale = nn.Parameter(torch.full((heads, 1, 1), math.log(10.0)))
-            self.cpb_mlp = nn.Sequential(nn.Linear(2, 512), nn.ReLU(), nn.Linear(512, heads, bias=False))
+            self.logit_scale = nn.Parameter(torch.full((n_heads, 1, 1), math.log(10.0)))
+            self.cpb_mlp = nn.Sequential(nn.Linear(2, 512), nn.ReLU(), nn.Linear(512, n_heads, bias=False))
             self.register_buffer("rel_coords", log_spaced_relative_coords(ws, pretrained_ws), persistent=False)
 
     def position_bias(self, ws: int) -> Tensor:
@@ -378,7 +369,7 @@ class WindowAttention(nn.Module):
         """V2's per-head temperature ``exp(min(logit_scale, log 100))``, ``(heads, 1, 1)``."""
         return self.logit_scale.clamp(max=LOGIT_SCALE_MAX).exp()
 
-    def forward(self, x: Tensor, ws: int, mask: Tensor | None = None) -> Tensor:
+    def attend_windows(self, x: Tensor, ws: int, mask: Tensor | None = None) -> Tensor:
         """``x``: ``(B * nW, N, C)`` windows; ``mask``: ``(nW, N, N)`` additive or None. Returns ``(B * nW, N, C)``."""
         bias = self.position_bias(ws)[None]  # (1, heads, N, N)
         if mask is not None:
@@ -387,31 +378,12 @@ class WindowAttention(nn.Module):
         if self.version == 1:
             return self.mha(x, bias=bias)
         m = self.mha
-        q, k, v = (split_heads(proj(x), self.heads) for proj in (m.q_proj, m.k_proj, m.v_proj))
+        q, k, v = (split_heads(proj(x), self.n_heads) for proj in (m.q_proj, m.k_proj, m.v_proj))
         p = m.dropout if self.training else 0.0
-        out = cosine_attention(q, k, v, self.logit_scale, bias, dropout_p=p, fused=m.attn_impl == "sdpa")
+        out = cosine_attention(q, k, v, self.logit_scale, bias, dropout_p=p, attn_impl=m.attn_impl)
         return m.out_proj(merge_heads(out))
 
-
-class SwinBlock(nn.Module):
-    """(S)W-MSA then MLP: ``((B, H*W, C), (H, W)) -> (B, H*W, C)``.
-
-    V1 is pre-norm, ``x + attn(norm1(x))``; V2 is res-post-norm,
-    ``x + norm1(attn(x))`` (V2 sec. 3.1). ``shift`` is 0 (W-MSA) or ``ws // 2`` (SW-MSA).
-    """
-
-    def __init__(self, dim: int, heads: int, ws: int, shift: int, *, version: int = 1, mlp_ratio: float = 4.0,
-                 qkv_bias: bool = True, eps: float = 1e-5, act: str = "gelu", drop_path: float = 0.0,
-                 pretrained_ws: int = 0, attn_impl: str = "sdpa"):
-        super().__init__()
-        self.version, self.window_size, self.shift = version, ws, shift
-        self.norm1, self.norm2 = LayerNorm(dim, eps), LayerNorm(dim, eps)
-        self.attn = WindowAttention(dim, heads, ws, version=version, qkv_bias=qkv_bias, pretrained_ws=pretrained_ws,
-                                    attn_impl=attn_impl)
-        self.mlp = MLP(dim, int(mlp_ratio * dim), act=act)
-        self.drop_path = DropPath(drop_path)
-
-    def window_attention(self, x: Tensor, hw: tuple[int, int]) -> Tensor:
+    def forward(self, x: Tensor, hw: tuple[int, int]) -> Tensor:
         """Pad, shift, partition, attend, merge, unshift, crop: ``(B, H*W, C) -> (B, H*W, C)``."""
         (h, w), (b, _, c) = hw, x.shape
         ws, shift = self.window_size, self.shift
@@ -423,17 +395,26 @@ class SwinBlock(nn.Module):
         if shift:
             x = torch.roll(x, (-shift, -shift), dims=(1, 2))
             mask = shifted_window_mask(hp, wp, ws, shift, device=x.device, dtype=x.dtype)
-        x = window_reverse(self.attn(window_partition(x, ws), ws, mask), ws, hp, wp)
+        x = window_reverse(self.attend_windows(window_partition(x, ws), ws, mask), ws, hp, wp)
         if shift:
             x = torch.roll(x, (shift, shift), dims=(1, 2))
         return x[:, :h, :w].reshape(b, h * w, c)
 
-    def forward(self, x: Tensor, hw: tuple[int, int]) -> Tensor:
-        if self.version == 1:
-            x = x + self.drop_path(self.window_attention(self.norm1(x), hw))
-            return x + self.drop_path(self.mlp(self.norm2(x)))
-        x = x + self.drop_path(self.norm1(self.window_attention(x, hw)))
-        return x + self.drop_path(self.norm2(self.mlp(x)))
+
+def swin_block(dim: int, n_heads: int, ws: int, shift: int, *, version: int = 1, mlp_ratio: float = 4.0,
+               qkv_bias: bool = True, eps: float = 1e-5, act: str = "gelu", drop_path: float = 0.0,
+               pretrained_ws: int = 0, attn_impl: str = "sdpa") -> Block:
+    """A Swin block: the shared :class:`~course_lib.blocks.Block` with :class:`WindowAttention` plugged in.
+
+    Called as ``block(x, hw=(H, W))``: ``(B, H*W, C) -> (B, H*W, C)``. V1 is
+    pre-norm, ``x + attn(norm(x))``; V2 is res-post-norm, ``x + norm(attn(x))``
+    (V2 sec. 3.1). ``shift`` is 0 (W-MSA) or ``ws // 2`` (SW-MSA).
+    """
+    cfg = BlockConfig(dim=dim, n_heads=n_heads, mlp_hidden=int(mlp_ratio * dim), mlp=act, norm_eps=eps,
+                      norm_position="pre" if version == 1 else "res_post", drop_path=drop_path, attn_impl=attn_impl)
+    attn = WindowAttention(dim, n_heads, ws, shift, version=version, qkv_bias=qkv_bias, pretrained_ws=pretrained_ws,
+                           attn_impl=attn_impl)
+    return Block(cfg, attn=attn)
 
 
 class SwinStage(nn.Module):
@@ -445,16 +426,16 @@ class SwinStage(nn.Module):
         if cfg.version == 2:  # fitted once, to the configured image height at this stage
             ws, shift = fit_window(cfg.image_size[0] // cfg.patch_size // 2**i, ws, shift)
         self.blocks = nn.ModuleList(
-            SwinBlock(dim, cfg.num_heads[i], ws, shift if j % 2 else 0, version=cfg.version, mlp_ratio=cfg.mlp_ratio,
-                      qkv_bias=cfg.qkv_bias, eps=cfg.norm_eps, act=cfg.act, drop_path=drop_paths[j],
-                      pretrained_ws=cfg.pretrained_window_sizes[i], attn_impl=cfg.attn_impl)
+            swin_block(dim, cfg.n_heads[i], ws, shift if j % 2 else 0, version=cfg.version, mlp_ratio=cfg.mlp_ratio,
+                       qkv_bias=cfg.qkv_bias, eps=cfg.norm_eps, act=cfg.act, drop_path=drop_paths[j],
+                       pretrained_ws=cfg.pretrained_window_sizes[i], attn_impl=cfg.attn_impl)
             for j in range(cfg.depths[i]))
         last = i == len(cfg.depths) - 1
         self.merge = None if last else PatchMerging(dim, norm_after=cfg.version == 2)
 
     def forward(self, x: Tensor, hw: tuple[int, int]) -> tuple[Tensor, tuple[int, int]]:
         for block in self.blocks:
-            x = block(x, hw)
+            x = block(x, hw=hw)
         return (x, hw) if self.merge is None else self.merge(x, hw)
 
 
@@ -469,7 +450,7 @@ class Swin(nn.Module):
     def __init__(self, cfg: SwinConfig):
         super().__init__()
         self.cfg = cfg
-        self.patch_embed = PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.embed_dim)
+        self.patch_embed = PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.dim)
         n = sum(cfg.depths)
         rates = [cfg.drop_path_rate * i / max(n - 1, 1) for i in range(n)]  # linearly increasing
         starts = [sum(cfg.depths[:i]) for i in range(len(cfg.depths))]

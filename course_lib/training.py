@@ -212,7 +212,7 @@ def learning_rate(step: int, config: TrainConfig) -> float:
 
     ``"inverse_sqrt"`` is :func:`course_lib.seq2seq.transformer_lr` divided by its peak
     value and multiplied by ``config.lr``, so that ``config.lr`` is the peak of
-    either schedule (the ``d_model^-0.5`` factor cancels).
+    either schedule (the ``dim^-0.5`` factor cancels).
     """
     if config.schedule == "cosine":
         return warmup_cosine(step, config.lr, config.warmup_steps, config.max_steps, config.lr * config.min_lr_ratio)
@@ -231,7 +231,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     projections) are decayed; vectors and scalars (biases, LayerNorm/RMSNorm
     gains and shifts, LayerScale, learned temperatures) are not, since pulling
     a gain towards 0 or a bias towards 0 has no regularising meaning. Note that
-    by this rule a learned position embedding of shape ``(1, seq, d_model)``
+    by this rule a learned position embedding of shape ``(1, seq, dim)``
     *is* decayed; a model may exempt parameters by name through a method
     ``no_weight_decay()`` returning a set of names (timm's convention).
 

@@ -10,7 +10,7 @@ Dosovitskiy et al. (2021), "An Image is Worth 16x16 Words", section 3.1::
 An image ``(batch, channels, H, W)`` is cut into ``N = (H/P) * (W/P)`` patches
 of ``P x P`` pixels, each flattened and projected linearly (``E``) to ``dim``
 features; a learned CLS token is prepended and learned positions added. The
-encoder is a stack of pre-norm :class:`~course_lib.blocks.EncoderBlock` s,
+encoder is a stack of pre-norm :class:`~course_lib.blocks.Block` s,
 the same attention and MLP as every other model of the course.
 
 Notation: ``B`` batch, ``C`` channels, ``P`` patch size, ``(gh, gw)`` the patch
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.blocks import BlockConfig, EncoderBlock
+from course_lib.blocks import Block, BlockConfig
 from course_lib.norms import LayerNorm
 from course_lib.positional import resample_pos_embed
 
@@ -232,12 +232,11 @@ class ViT(nn.Module):
         self.grid = cfg.grid
         self.patch_embed = PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.dim, crop_remainder=cfg.crop_remainder)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.class_token else None
-        self.n_pos_prefix = int(cfg.class_token)  # prefix tokens that carry a learned position
-        n_pos = self.n_pos_prefix + self.grid[0] * self.grid[1]
+        n_pos = int(cfg.class_token) + self.grid[0] * self.grid[1]  # the CLS token (if any) has a position
         self.pos_embed = nn.Parameter(torch.randn(1, n_pos, cfg.dim) * 0.02)
         self.pos_drop = nn.Dropout(cfg.dropout)
         rates = [cfg.drop_path_rate * i / max(cfg.depth - 1, 1) for i in range(cfg.depth)]
-        self.blocks = nn.ModuleList(EncoderBlock(cfg.block_config(r)) for r in rates)
+        self.blocks = nn.ModuleList(Block(cfg.block_config(r)) for r in rates)
         self.norm = LayerNorm(cfg.dim, cfg.norm_eps)
         self.head_drop = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.dim, cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
@@ -254,14 +253,15 @@ class ViT(nn.Module):
                     nn.init.zeros_(m.bias)
 
     @property
-    def num_prefix_tokens(self) -> int:
+    def n_prefix(self) -> int:
         """Tokens before the patches in the sequence (CLS; DINOv2 adds registers)."""
         return int(self.cls_token is not None)
 
     def pos_embed_for(self, grid: tuple[int, int]) -> Tensor:
-        """Learned positions ``(1, n_pos_prefix + gh * gw, D)`` for a patch grid, resampled
+        """Learned positions ``(1, n_pos + gh * gw, D)`` for a patch grid (``n_pos``: prefix tokens with a position), resampled
         bicubically (in float32) from the native grid when it differs."""
-        return resample_pos_embed(self.pos_embed, grid, old_grid=self.grid, num_prefix_tokens=self.n_pos_prefix,
+        return resample_pos_embed(self.pos_embed, grid, old_grid=self.grid,
+                                  n_prefix=self.pos_embed.shape[1] - self.grid[0] * self.grid[1],
                                   mode="bicubic", antialias=self.cfg.pos_antialias)
 
     def embed(self, images: Tensor) -> Tensor:
@@ -295,7 +295,7 @@ class ViT(nn.Module):
         if self.cfg.pool == "cls":
             pooled = features[:, 0]
         else:
-            pooled = features[:, self.num_prefix_tokens:].mean(dim=1)
+            pooled = features[:, self.n_prefix:].mean(dim=1)
         pooled = self.head_drop(pooled)
         return pooled if pre_logits else self.head(pooled)
 
@@ -372,7 +372,7 @@ def patch_distances(grid: tuple[int, int], patch: int = 1) -> Tensor:
 
 
 def mean_attention_distance(weights: Tensor, grid: tuple[int, int], patch: int = 1,
-                            num_prefix_tokens: int = 1) -> Tensor:
+                            n_prefix: int = 1) -> Tensor:
     """Mean attention distance of each head (Dosovitskiy et al., 2021, fig. 7), in pixels.
 
     For every patch query, the distances to the patch keys are averaged with its
@@ -380,11 +380,11 @@ def mean_attention_distance(weights: Tensor, grid: tuple[int, int], patch: int =
     CLS have no place in the image); the result is averaged over queries and images.
 
     Args:
-        weights: ``(B, heads, T, T)`` attention weights, ``T = num_prefix_tokens + gh * gw``.
+        weights: ``(B, heads, T, T)`` attention weights, ``T = n_prefix + gh * gw``.
     Returns:
         ``(heads,)`` in the dtype of ``weights``.
     """
-    w = weights[..., num_prefix_tokens:, num_prefix_tokens:].double()
+    w = weights[..., n_prefix:, n_prefix:].double()
     w = w / w.sum(dim=-1, keepdim=True).clamp_min(1e-12)
     dist = patch_distances(grid, patch).to(w.device)
     return (w * dist).sum(dim=-1).mean(dim=(0, 2)).to(weights.dtype)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import attention as A
+from course_lib import multi_head as MH
 
 
 def rand(*shape, dtype=torch.float64, seed=0):
@@ -28,8 +29,8 @@ def test_math_and_fused_paths_agree(dtype, mask_kind):
         "padding": A.padding_mask(torch.tensor([7, 3]), 7)[:, None],  # (batch, 1, 1, n_k)
         "random": torch.rand(2, 3, 5, 7, generator=torch.Generator().manual_seed(4)) < 0.5,
     }[mask_kind]
-    math_out = A.scaled_dot_product_attention(q, k, v, mask, fused=False)
-    fused_out = A.scaled_dot_product_attention(q, k, v, mask, fused=True)
+    math_out = A.scaled_dot_product_attention(q, k, v, mask, attn_impl="eager")
+    fused_out = A.scaled_dot_product_attention(q, k, v, mask, attn_impl="sdpa")
     tol = 1e-6 if dtype == torch.float32 else 1e-12
     torch.testing.assert_close(math_out, fused_out, atol=tol, rtol=tol)
 
@@ -42,10 +43,10 @@ def test_math_path_matches_the_textbook_formula_in_float64():
 
 def test_is_causal_equals_an_explicit_causal_mask():
     q, k, v = rand(2, 6, 8), rand(2, 6, 8, seed=1), rand(2, 6, 8, seed=2)
-    for fused in (False, True):
+    for attn_impl in ("eager", "sdpa"):
         torch.testing.assert_close(
-            A.scaled_dot_product_attention(q, k, v, is_causal=True, fused=fused),
-            A.scaled_dot_product_attention(q, k, v, A.causal_mask(6), fused=fused),
+            A.scaled_dot_product_attention(q, k, v, is_causal=True, attn_impl=attn_impl),
+            A.scaled_dot_product_attention(q, k, v, A.causal_mask(6), attn_impl=attn_impl),
         )
 
 
@@ -75,7 +76,7 @@ def test_causal_attention_does_not_see_the_future():
 
 
 def test_self_attention_is_permutation_equivariant():
-    mha = A.MultiHeadAttention(16, 4).double().eval()
+    mha = MH.MultiHeadAttention(16, 4).double().eval()
     x = rand(2, 7, 16)
     perm = torch.randperm(7, generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(mha(x)[:, perm], mha(x[:, perm]))
@@ -91,12 +92,12 @@ def test_scale_keeps_score_variance_near_one():
 
 
 # ---------------------------------------------------------------- the fully masked row
-@pytest.mark.parametrize("fused", [False, True])
-def test_fully_masked_query_gives_zero_output_and_finite_gradients(fused):
+@pytest.mark.parametrize("attn_impl", ["eager", "sdpa"])
+def test_fully_masked_query_gives_zero_output_and_finite_gradients(attn_impl):
     q, k, v = (t.requires_grad_() for t in (rand(1, 3, 4), rand(1, 5, 4, seed=1), rand(1, 5, 2, seed=2)))
     mask = torch.ones(1, 3, 5, dtype=torch.bool)
     mask[0, 1] = False  # query 1 may attend to nothing
-    out = A.scaled_dot_product_attention(q, k, v, mask, fused=fused)
+    out = A.scaled_dot_product_attention(q, k, v, mask, attn_impl=attn_impl)
     assert torch.equal(out[0, 1], torch.zeros(2, dtype=out.dtype))
     assert torch.isfinite(out).all()
     out.sum().backward()
@@ -162,22 +163,22 @@ def test_errors_name_the_shapes():
 # ---------------------------------------------------------------- heads
 def test_split_then_merge_heads_is_the_identity_and_splits_features():
     x = rand(2, 5, 12)
-    h = A.split_heads(x, 3)
+    h = MH.split_heads(x, 3)
     assert h.shape == (2, 3, 5, 4)
     torch.testing.assert_close(h[:, 1], x[..., 4:8])  # head 1 owns features 4..7 of every token
-    torch.testing.assert_close(A.merge_heads(h), x)
+    torch.testing.assert_close(MH.merge_heads(h), x)
 
 
 def test_split_heads_rejects_indivisible_width():
     with pytest.raises(ValueError, match="12.*5"):
-        A.split_heads(rand(1, 2, 12), 5)
+        MH.split_heads(rand(1, 2, 12), 5)
 
 
 @pytest.mark.parametrize("fused", [False, True])
 def test_multi_head_attention_matches_torch_multihead_attention(fused):
     torch.manual_seed(0)
     d, h = 32, 4
-    ours = A.MultiHeadAttention(d, h, attn_impl="sdpa" if fused else "eager").double().eval()
+    ours = MH.MultiHeadAttention(d, h, attn_impl="sdpa" if fused else "eager").double().eval()
     theirs = torch.nn.MultiheadAttention(d, h, batch_first=True).double().eval()
     with torch.no_grad():
         theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
@@ -196,7 +197,7 @@ def test_multi_head_attention_matches_torch_multihead_attention(fused):
 
 def test_multi_head_attention_causal_self_attention_matches_torch():
     torch.manual_seed(1)
-    ours = A.MultiHeadAttention(16, 2).double().eval()
+    ours = MH.MultiHeadAttention(16, 2).double().eval()
     theirs = torch.nn.MultiheadAttention(16, 2, batch_first=True).double().eval()
     with torch.no_grad():
         theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
@@ -208,12 +209,12 @@ def test_multi_head_attention_causal_self_attention_matches_torch():
 
 
 def test_multi_head_attention_rejects_indivisible_heads():
-    with pytest.raises(ValueError, match="d_model=10.*n_heads=3"):
-        A.MultiHeadAttention(10, 3)
+    with pytest.raises(ValueError, match="dim=10.*n_heads=3"):
+        MH.MultiHeadAttention(10, 3)
 
 
 def test_dropout_only_in_training():
-    mha = A.MultiHeadAttention(16, 2, dropout=0.5).double()
+    mha = MH.MultiHeadAttention(16, 2, dropout=0.5).double()
     x = rand(1, 6, 16)
     mha.eval()
     torch.testing.assert_close(mha(x), mha(x))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import interop
-from course_lib.attention import KVCache
+from course_lib.multi_head import KVCache
 from course_lib.decoder_lm import DecoderLM, DecoderLMConfig
 from course_lib.interop import llama as L
 

@@ -14,9 +14,8 @@ import torch.nn.functional as F
 
 transformers = pytest.importorskip("transformers")
 
-from course_lib.dinov2 import (  # noqa: E402
-    DINOV2_PRESETS, DINOHead, DINOv2, DINOv2Config, dino_loss, ema_update, update_center,
-)
+from course_lib.dino import DINOHead, dino_loss, ema_update, update_center  # noqa: E402
+from course_lib.dinov2 import DINOV2_PRESETS, DINOv2, DINOv2Config  # noqa: E402
 from course_lib.interop import dinov2 as interop_dinov2  # noqa: E402
 from course_lib.interop import from_hf, load_hf_checkpoint  # noqa: E402
 
@@ -332,7 +331,7 @@ def test_add_registers_matches_the_model_embedding():
 
 
 def test_crop_boxes_are_deterministic_inside_the_image_and_of_the_right_area():
-    from course_lib.dinov2 import sample_crop_boxes
+    from course_lib.dino import sample_crop_boxes
     boxes = sample_crop_boxes(3, 50, (32, 40), (0.1, 0.4), torch.Generator().manual_seed(0))
     again = sample_crop_boxes(3, 50, (32, 40), (0.1, 0.4), torch.Generator().manual_seed(0))
     assert boxes.shape == (3, 50, 4) and boxes.dtype == torch.long and torch.equal(boxes, again)
@@ -343,7 +342,7 @@ def test_crop_boxes_are_deterministic_inside_the_image_and_of_the_right_area():
 
 
 def test_multi_crop_puts_global_crops_first_and_cuts_the_given_boxes():
-    from course_lib.dinov2 import multi_crop
+    from course_lib.dino import multi_crop
     images = torch.arange(2 * 1 * 8 * 8, dtype=torch.float32).reshape(2, 1, 8, 8)
     gb = torch.tensor([[[0, 0, 8, 8], [2, 4, 4, 4]]])
     lb = torch.tensor([[[1, 2, 2, 2], [0, 0, 3, 5]], [[6, 6, 2, 2], [5, 3, 3, 3]]])
@@ -356,7 +355,7 @@ def test_multi_crop_puts_global_crops_first_and_cuts_the_given_boxes():
 
 
 def test_random_multi_crop_is_reproducible_and_sized():
-    from course_lib.dinov2 import random_multi_crop
+    from course_lib.dino import random_multi_crop
     images = torch.randn(3, 3, 28, 28)
     a = random_multi_crop(images, torch.Generator().manual_seed(1), n_local=3, local_size=14)
     b = random_multi_crop(images, torch.Generator().manual_seed(1), n_local=3, local_size=14)
@@ -365,7 +364,7 @@ def test_random_multi_crop_is_reproducible_and_sized():
 
 
 def test_softmax_entropy_spans_zero_to_log_k():
-    from course_lib.dinov2 import softmax_entropy
+    from course_lib.dino import softmax_entropy
     torch.testing.assert_close(softmax_entropy(torch.zeros(4, 7)), torch.tensor(math.log(7)))
     assert softmax_entropy(torch.tensor([[100.0, 0.0, 0.0]])) < 1e-6
     t = torch.randn(5, 9)
@@ -381,7 +380,7 @@ def test_dino_loss_and_center_keep_float64():
 
 def test_dino_train_step_updates_student_teacher_and_center():
     import copy
-    from course_lib.dinov2 import dino_train_step, random_multi_crop
+    from course_lib.dino import dino_train_step, random_multi_crop
     torch.manual_seed(0)
     cfg = DINOv2Config(image_size=28, patch_size=7, dim=16, depth=1, n_heads=2, layerscale=0.1)
     student = torch.nn.Sequential(DINOv2(cfg), DINOHead(16, out_dim=12, hidden_dim=16, bottleneck_dim=8))

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from course_lib import attention as A
 from course_lib import efficient as E
+from course_lib import counting as C
 
 
 def rand(*shape, dtype=torch.float64, seed=0, spread=1.0):
@@ -107,9 +108,9 @@ def test_a_prompt_of_several_tokens_after_a_cache_is_causal_among_itself():
 # ---------------------------------------------------------------- cost
 def test_kv_cache_bytes_of_a_7b_class_model():
     # 32 layers, 32 KV heads of width 128, 4096 positions, fp16: 2 GiB per sequence
-    assert E.kv_cache_bytes(1, 4096, 32, 32, 128, 2) == 2 * 1024 ** 3
-    assert E.kv_cache_bytes(1, 4096, 32, 8, 128, 2) == 2 * 1024 ** 3 // 4  # GQA with 8 KV heads
-    assert isinstance(E.kv_cache_bytes(2, 10, 1, 1, 4, 4), int)
+    assert C.kv_cache_bytes(1, 4096, 32, 32, 128, 2) == 2 * 1024 ** 3
+    assert C.kv_cache_bytes(1, 4096, 32, 8, 128, 2) == 2 * 1024 ** 3 // 4  # GQA with 8 KV heads
+    assert isinstance(C.kv_cache_bytes(2, 10, 1, 1, 4, 4), int)
 
 
 def test_kv_cache_bytes_matches_the_buffers_of_the_decoder_lm():
@@ -117,13 +118,13 @@ def test_kv_cache_bytes_matches_the_buffers_of_the_decoder_lm():
     cfg = DecoderLMConfig.preset("tiny")
     caches = DecoderLM(cfg).make_caches(batch=3, max_len=50)
     stored = sum(c.k.numel() * c.k.element_size() + c.v.numel() * c.v.element_size() for c in caches)
-    assert stored == E.kv_cache_bytes(3, 50, cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, 4)
+    assert stored == C.kv_cache_bytes(3, 50, cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, 4)
 
 
 def test_attention_flops_and_score_bytes_grow_quadratically():
-    assert E.attention_flops(2 * 64, 2 * 64, 32) == 4 * E.attention_flops(64, 64, 32)
-    assert E.attention_flops(10, 10, 8) == 4 * 10 * 10 * 8
-    assert E.score_matrix_bytes(2, 4, 100, 100, 2) == 2 * 4 * 100 * 100 * 2
+    assert C.sdpa_flops(2 * 64, 2 * 64, 32) == 4 * C.sdpa_flops(64, 64, 32)
+    assert C.sdpa_flops(10, 10, 8) == 4 * 10 * 10 * 8
+    assert C.score_matrix_bytes(2, 4, 100, 100, 2) == 2 * 4 * 100 * 100 * 2
 
 
 def test_sliding_window_mask_is_banded():

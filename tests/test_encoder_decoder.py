@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from course_lib.attention import MultiHeadAttention
+from course_lib.multi_head import MultiHeadAttention
 from course_lib.blocks import BlockConfig, DecoderBlock
 from course_lib.seq2seq import cross_attention, decoder_self_attention_mask, label_smoothed_loss
 

@@ -147,10 +147,10 @@ def test_guard_allows_basic_operations_and_restores_the_profiler():
 
 
 def test_guard_lets_the_learner_call_the_blocks_an_exercise_hands_out():
-    from course_lib.blocks import BlockConfig, EncoderBlock
+    from course_lib.blocks import Block, BlockConfig
 
     torch.manual_seed(0)
-    block = EncoderBlock(BlockConfig(dim=8, n_heads=2, mlp_hidden=16)).eval()
+    block = Block(BlockConfig(dim=8, n_heads=2, mlp_hidden=16)).eval()
     x = torch.randn(2, 3, 8)
 
     def stack(x, block):  # the block's forward calls course_lib attention, norms and mlp in turn
@@ -158,7 +158,7 @@ def test_guard_lets_the_learner_call_the_blocks_an_exercise_hands_out():
 
     with torch.no_grad():
         expected = block(block(x))
-    G.check_function(stack, lambda x, block: block(block(x)), [G.Case((x, block))], allowed=[EncoderBlock])
+    G.check_function(stack, lambda x, block: block(block(x)), [G.Case((x, block))], allowed=[Block])
     with pytest.raises(G.ForbiddenCall, match="course_lib.blocks"):  # without the allowance it is the reference
         G.check_function(stack, lambda x, block: block(block(x)), [G.Case((x, block))])
 
@@ -167,20 +167,20 @@ def test_guard_lets_the_learner_call_the_blocks_an_exercise_hands_out():
         return ref.scaled_dot_product_attention(x, x, x) * 0 + expected
 
     with pytest.raises(G.ForbiddenCall, match="course_lib.attention"):
-        G.check_function(cheat, lambda x, block: block(block(x)), [G.Case((x, block))], allowed=[EncoderBlock])
+        G.check_function(cheat, lambda x, block: block(block(x)), [G.Case((x, block))], allowed=[Block])
 
 
 def test_allowing_a_course_lib_class_does_not_allow_every_module_call():
-    from course_lib.attention import MultiHeadAttention
-    from course_lib.blocks import BlockConfig, EncoderBlock
+    from course_lib.multi_head import MultiHeadAttention
+    from course_lib.blocks import Block, BlockConfig
 
     mha = MultiHeadAttention(8, 2).eval()
 
     def cheat(x):
         return mha(x)
 
-    with pytest.raises(G.ForbiddenCall, match="course_lib.attention"):
-        G.check_function(cheat, lambda x: x, [G.Case((torch.randn(1, 2, 8),))], allowed=[EncoderBlock])
+    with pytest.raises(G.ForbiddenCall, match="course_lib.multi_head"):
+        G.check_function(cheat, lambda x: x, [G.Case((torch.randn(1, 2, 8),))], allowed=[Block])
 
 
 def test_guard_is_off_outside_the_learners_call():

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import attention as A
+from course_lib import multi_head as MH
 from course_lib import blocks as B
 from course_lib import mlp as M
 from course_lib import norms as N
@@ -33,7 +34,7 @@ def test_explicit_and_fused_paths_agree(cls):
     with torch.no_grad():
         for m in (eager, fused):
             m.weight.copy_(rand(16, seed=3, dtype=torch.float32))
-    eager.fused = False
+    eager.impl = "eager"
     x = rand(3, 5, 16, dtype=torch.float32)
     torch.testing.assert_close(eager(x), fused(x))
 
@@ -59,10 +60,9 @@ def test_layer_norm_is_shift_and_scale_invariant(shift, c, seed):
 
 
 @pytest.mark.parametrize("cls", [N.LayerNorm, N.RMSNorm])
-@pytest.mark.parametrize("fused", [False, True])
-def test_bf16_statistics_are_taken_in_float32(cls, fused):
-    norm = cls(256)
-    norm.fused = fused
+@pytest.mark.parametrize("impl", ["eager", "fused"])
+def test_bf16_statistics_are_taken_in_float32(cls, impl):
+    norm = cls(256, impl=impl)
     x = (rand(8, 256, seed=4) * 30 + 50).float()
     ref = norm(x)
     out = norm(x.bfloat16())
@@ -191,16 +191,16 @@ def test_positions_reject_sequences_that_are_too_long():
 
 
 # ---------------------------------------------------------------- grouped-query attention, cache, bias
-def gqa_as_mha(gqa: A.MultiHeadAttention) -> A.MultiHeadAttention:
+def gqa_as_mha(gqa: MH.MultiHeadAttention) -> MH.MultiHeadAttention:
     """An MHA whose key/value heads are the GQA ones repeated for each query head of the group."""
     rep = gqa.n_heads // gqa.n_kv_heads
-    mha = A.MultiHeadAttention(gqa.d_model, gqa.n_heads).to(gqa.q_proj.weight.dtype)
+    mha = MH.MultiHeadAttention(gqa.dim, gqa.n_heads).to(gqa.q_proj.weight.dtype)
     with torch.no_grad():
         mha.q_proj.load_state_dict(gqa.q_proj.state_dict())
         mha.out_proj.load_state_dict(gqa.out_proj.state_dict())
         for src, dst in ((gqa.k_proj, mha.k_proj), (gqa.v_proj, mha.v_proj)):
             w = src.weight.view(gqa.n_kv_heads, gqa.head_dim, -1).repeat_interleave(rep, 0)
-            dst.weight.copy_(w.reshape(-1, gqa.d_model))
+            dst.weight.copy_(w.reshape(-1, gqa.dim))
             dst.bias.copy_(src.bias.view(gqa.n_kv_heads, gqa.head_dim).repeat_interleave(rep, 0).flatten())
     return mha
 
@@ -208,27 +208,27 @@ def gqa_as_mha(gqa: A.MultiHeadAttention) -> A.MultiHeadAttention:
 @pytest.mark.parametrize("n_kv_heads", [1, 2, 4, 8])
 def test_grouped_query_attention_is_mha_with_shared_kv_heads(n_kv_heads):
     torch.manual_seed(n_kv_heads)
-    gqa = A.MultiHeadAttention(32, 8, n_kv_heads=n_kv_heads).double()
+    gqa = MH.MultiHeadAttention(32, 8, n_kv_heads=n_kv_heads).double()
     x = rand(2, 5, 32)
     torch.testing.assert_close(gqa(x, is_causal=True), gqa_as_mha(gqa)(x, is_causal=True))
 
 
 def test_kv_heads_must_divide_heads():
     with pytest.raises(ValueError, match="n_kv_heads=3 must divide n_heads=8"):
-        A.MultiHeadAttention(32, 8, n_kv_heads=3)
+        MH.MultiHeadAttention(32, 8, n_kv_heads=3)
     with pytest.raises(ValueError, match="attn_impl"):
-        A.MultiHeadAttention(32, 8, attn_impl="flash")
+        MH.MultiHeadAttention(32, 8, attn_impl="flash")
 
 
 @settings(max_examples=15, deadline=None)
 @given(n_kv=st.sampled_from([1, 2, 4]), prompt=st.integers(1, 6), steps=st.integers(1, 5), impl=st.sampled_from(["eager", "sdpa"]))
 def test_incremental_decoding_with_the_cache_equals_the_full_pass(n_kv, prompt, steps, impl):
     torch.manual_seed(0)
-    attn = A.MultiHeadAttention(16, 4, n_kv_heads=n_kv, attn_impl=impl).double().eval()
+    attn = MH.MultiHeadAttention(16, 4, n_kv_heads=n_kv, attn_impl=impl).double().eval()
     rope = P.RotaryEmbedding(4, 64)
     x = rand(2, prompt + steps, 16)
     full = attn(x, is_causal=True, rope=rope(torch.arange(prompt + steps)))
-    cache = A.KVCache(2, n_kv, 32, 4, dtype=torch.float64)
+    cache = MH.KVCache(2, n_kv, 32, 4, dtype=torch.float64)
     outs = [attn(x[:, :prompt], is_causal=True, rope=rope(torch.arange(prompt)), cache=cache)]
     for t in range(prompt, prompt + steps):
         outs.append(attn(x[:, t:t + 1], is_causal=True, rope=rope(torch.tensor([t])), cache=cache))
@@ -237,7 +237,7 @@ def test_incremental_decoding_with_the_cache_equals_the_full_pass(n_kv, prompt, 
 
 
 def test_the_cache_refuses_to_overflow():
-    cache = A.KVCache(1, 1, 4, 2)
+    cache = MH.KVCache(1, 1, 4, 2)
     cache.update(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2))
     with pytest.raises(ValueError, match="3 \\+ 2 positions exceed max_len=4"):
         cache.update(torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2))
@@ -252,8 +252,8 @@ def test_eager_and_sdpa_paths_agree_with_mask_and_bias(seed, n_q, n_k, causal):
     bias = torch.randn(3, n_q, n_k, generator=g, dtype=torch.float64)
     kw = dict(is_causal=causal, bias=bias)
     torch.testing.assert_close(
-        A.scaled_dot_product_attention(q, k, v, mask, fused=False, **kw),
-        A.scaled_dot_product_attention(q, k, v, mask, fused=True, **kw),
+        A.scaled_dot_product_attention(q, k, v, mask, attn_impl="eager", **kw),
+        A.scaled_dot_product_attention(q, k, v, mask, attn_impl="sdpa", **kw),
     )
 
 
@@ -267,12 +267,12 @@ def test_a_bias_of_minus_infinity_is_a_mask():
 
 def test_repeat_kv_gives_each_kv_head_a_contiguous_block_of_query_heads():
     kv = torch.arange(2.0).view(1, 2, 1, 1)
-    assert A.repeat_kv(kv, 3).flatten().tolist() == [0, 0, 0, 1, 1, 1]
+    assert MH.repeat_kv(kv, 3).flatten().tolist() == [0, 0, 0, 1, 1, 1]
 
 
 def test_cross_attention_reads_keys_and_values_from_the_other_sequence():
     torch.manual_seed(0)
-    attn = A.MultiHeadAttention(16, 4, kv_dim=24).double()
+    attn = MH.MultiHeadAttention(16, 4, kv_dim=24).double()
     x, mem = rand(2, 3, 16), rand(2, 7, 24, seed=1)
     out = attn(x, mem)
     assert out.shape == (2, 3, 16)
@@ -284,7 +284,7 @@ def test_cross_attention_reads_keys_and_values_from_the_other_sequence():
 # ---------------------------------------------------------------- blocks
 def block(pos, **kw):
     torch.manual_seed(0)
-    return B.EncoderBlock(B.BlockConfig(16, 4, 32, norm_position=pos, **kw)).double().eval()
+    return B.Block(B.BlockConfig(16, 4, 32, norm_position=pos, **kw)).double().eval()
 
 
 def test_pre_ln_block_is_x_plus_sublayer_of_norm():

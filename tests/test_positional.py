@@ -13,22 +13,22 @@ from course_lib import tokenizer as T
 
 
 # ---------------------------------------------------------------- offset_rotation
-@pytest.mark.parametrize("d_model", [2, 4, 16, 64])
+@pytest.mark.parametrize("dim", [2, 4, 16, 64])
 @pytest.mark.parametrize("k", [0, 1, 3, 17, -5])
-def test_offset_rotation_moves_every_encoding_k_positions_on(d_model, k):
-    pe = P.sinusoidal_encoding(80, d_model, dtype=torch.float64)
-    r = P.offset_rotation(k, d_model, dtype=torch.float64)
+def test_offset_rotation_moves_every_encoding_k_positions_on(dim, k):
+    pe = P.sinusoidal_encoding(80, dim, dtype=torch.float64)
+    r = P.offset_rotation(k, dim, dtype=torch.float64)
     lo, hi = max(0, -k), min(80, 80 - k)
     assert torch.allclose(pe[lo:hi] @ r, pe[lo + k:hi + k], atol=1e-12)
 
 
-@given(k=st.integers(-200, 200), start=st.integers(0, 500), d_model=st.sampled_from([2, 6, 8, 32]),
+@given(k=st.integers(-200, 200), start=st.integers(0, 500), dim=st.sampled_from([2, 6, 8, 32]),
        base=st.sampled_from([100.0, 10000.0]))
 @settings(max_examples=60, deadline=None)
-def test_offset_rotation_does_not_depend_on_the_position(k, start, d_model, base):
-    pe = P.sinusoidal_encoding(1, d_model, base, offset=start, dtype=torch.float64)
-    moved = P.sinusoidal_encoding(1, d_model, base, offset=start + k, dtype=torch.float64) if start + k >= 0 else None
-    r = P.offset_rotation(k, d_model, base, dtype=torch.float64)
+def test_offset_rotation_does_not_depend_on_the_position(k, start, dim, base):
+    pe = P.sinusoidal_encoding(1, dim, base, offset=start, dtype=torch.float64)
+    moved = P.sinusoidal_encoding(1, dim, base, offset=start + k, dtype=torch.float64) if start + k >= 0 else None
+    r = P.offset_rotation(k, dim, base, dtype=torch.float64)
     if moved is not None:
         assert torch.allclose(pe @ r, moved, atol=1e-9)
 
@@ -49,7 +49,7 @@ def test_offset_rotation_is_orthogonal_block_diagonal_and_composes():
 def test_offset_rotation_dtype_and_odd_width():
     assert P.offset_rotation(2, 8).dtype == torch.float32
     assert P.offset_rotation(2, 8, dtype=torch.float64).dtype == torch.float64
-    with pytest.raises(ValueError, match="d_model must be even.*got 7"):
+    with pytest.raises(ValueError, match="dim must be even.*got 7"):
         P.offset_rotation(1, 7)
 
 

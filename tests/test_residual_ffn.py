@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from course_lib import blocks as B
+from course_lib import counting as C
 from course_lib import mlp as M
-from course_lib.attention import MultiHeadAttention
+from course_lib.multi_head import MultiHeadAttention
 
 
 def rand(*shape, seed=0, dtype=torch.float64):
@@ -68,7 +69,7 @@ def test_residual_rejects_an_unknown_position():
 @pytest.mark.parametrize("position", B.NORM_POSITIONS)
 def test_residual_composes_into_the_encoder_block(position):
     torch.manual_seed(0)
-    block = B.EncoderBlock(B.BlockConfig(16, 4, 32, norm_position=position)).double().eval()
+    block = B.Block(B.BlockConfig(16, 4, 32, norm_position=position)).double().eval()
     x = rand(2, 5, 16)
     h = B.residual(x, block.attn, block.attn_res.norm, position)
     torch.testing.assert_close(block(x), B.residual(h, block.mlp, block.mlp_res.norm, position))
@@ -83,27 +84,27 @@ def test_residual_jacobian_is_identity_plus_the_sublayers():
 
 # ---------------------------------------------------------------- counts
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("d_model, d_ff", [(8, 32), (12, 7), (1, 1)])
-def test_mlp_param_count_equals_the_module(d_model, d_ff, bias):
-    mlp = M.MLP(d_model, d_ff, bias=bias)
-    assert M.mlp_param_count(d_model, d_ff, bias) == sum(p.numel() for p in mlp.parameters())
+@pytest.mark.parametrize("dim, mlp_hidden", [(8, 32), (12, 7), (1, 1)])
+def test_mlp_param_count_equals_the_module(dim, mlp_hidden, bias):
+    mlp = M.MLP(dim, mlp_hidden, bias=bias)
+    assert C.mlp_param_count(dim, mlp_hidden, bias) == sum(p.numel() for p in mlp.parameters())
 
 
 def test_mlp_param_count_defaults_to_biases():
-    assert M.mlp_param_count(512, 2048) == 2 * 512 * 2048 + 2048 + 512
+    assert C.mlp_param_count(512, 2048) == 2 * 512 * 2048 + 2048 + 512
 
 
-@pytest.mark.parametrize("n_tokens, d_model, d_ff", [(10, 32, 128), (7, 12, 5), (1, 8, 8)])
-def test_mlp_flops_equal_torch_flop_counter(n_tokens, d_model, d_ff):
-    assert M.mlp_flops(n_tokens, d_model, d_ff) == counted_flops(M.MLP(d_model, d_ff), torch.randn(1, n_tokens, d_model))
+@pytest.mark.parametrize("n_tokens, dim, mlp_hidden", [(10, 32, 128), (7, 12, 5), (1, 8, 8)])
+def test_mlp_flops_equal_torch_flop_counter(n_tokens, dim, mlp_hidden):
+    assert C.mlp_flops(n_tokens, dim, mlp_hidden) == counted_flops(M.MLP(dim, mlp_hidden), torch.randn(1, n_tokens, dim))
 
 
-@pytest.mark.parametrize("n_tokens, d_model, heads", [(10, 32, 4), (5, 24, 3), (33, 16, 1)])
-def test_attention_flops_equal_torch_flop_counter(n_tokens, d_model, heads):
-    attn = MultiHeadAttention(d_model, heads, attn_impl="eager")
-    counts = B.attention_flops(n_tokens, d_model)
-    assert sum(counts.values()) == counted_flops(attn, torch.randn(1, n_tokens, d_model))
-    assert counts["projections"] == counted_flops(attn.q_proj, torch.randn(n_tokens, d_model)) * 4
+@pytest.mark.parametrize("n_tokens, dim, heads", [(10, 32, 4), (5, 24, 3), (33, 16, 1)])
+def test_attention_flops_equal_torch_flop_counter(n_tokens, dim, heads):
+    attn = MultiHeadAttention(dim, heads, attn_impl="eager")
+    counts = C.mha_flops(n_tokens, dim)
+    assert sum(counts.values()) == counted_flops(attn, torch.randn(1, n_tokens, dim))
+    assert counts["projections"] == counted_flops(attn.q_proj, torch.randn(n_tokens, dim)) * 4
 
 
 def test_attention_flops_do_not_depend_on_the_number_of_heads():
@@ -113,15 +114,15 @@ def test_attention_flops_do_not_depend_on_the_number_of_heads():
 
 
 def test_layer_flops_adds_the_mlp_with_d_ff_four_d_by_default():
-    assert B.layer_flops(10, 16) == {"projections": 8 * 10 * 16**2, "attention": 4 * 10**2 * 16,
+    assert C.layer_flops(10, 16) == {"projections": 8 * 10 * 16**2, "attention": 4 * 10**2 * 16,
                                      "ffn": 4 * 10 * 16 * 64}
-    assert B.layer_flops(10, 16, 20)["ffn"] == M.mlp_flops(10, 16, 20)
+    assert C.layer_flops(10, 16, 20)["ffn"] == C.mlp_flops(10, 16, 20)
 
 
 @settings(max_examples=50, deadline=None)
 @given(st.integers(1, 4096), st.integers(1, 1024))
-def test_the_ffn_is_the_largest_part_exactly_while_n_is_below_4d(n_tokens, d_model):
-    f = B.layer_flops(n_tokens, d_model)
-    assert (f["ffn"] > f["attention"]) == (n_tokens < 4 * d_model)
+def test_the_ffn_is_the_largest_part_exactly_while_n_is_below_4d(n_tokens, dim):
+    f = C.layer_flops(n_tokens, dim)
+    assert (f["ffn"] > f["attention"]) == (n_tokens < 4 * dim)
     assert f["ffn"] > f["projections"]
-    assert (2 * f["ffn"] > sum(f.values())) == (n_tokens < 2 * d_model)
+    assert (2 * f["ffn"] > sum(f.values())) == (n_tokens < 2 * dim)

@@ -37,7 +37,7 @@ def reversal_batch(g: torch.Generator, batch: int = 64, lo: int = 2, hi: int = M
 
 
 def train_reverser(steps: int = 500, seed: int = 0) -> S.Seq2SeqTransformer:
-    model = tiny(seed, vocab_size=V, d_model=32, n_heads=2, d_ff=64, n_enc_layers=1, n_dec_layers=1).train()
+    model = tiny(seed, vocab_size=V, dim=32, n_heads=2, mlp_hidden=64, n_enc_layers=1, n_dec_layers=1).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-9)
     peak = S.transformer_lr(50, 32, 50)  # the 2017 schedule, rescaled to peak at lr=1e-2 after 50 steps
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: S.transformer_lr(s + 1, 32, 50) / peak)
@@ -255,7 +255,7 @@ def test_shared_embeddings_with_two_vocabularies_are_rejected():
 
 
 def test_d_model_not_divisible_by_heads_is_rejected():
-    with pytest.raises(ValueError, match=r"d_model=64 must be divisible by n_heads=5"):
+    with pytest.raises(ValueError, match=r"dim=64 must be divisible by n_heads=5"):
         S.Seq2SeqConfig.preset("tiny", n_heads=5)
 
 

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import interop
-from course_lib.attention import split_heads
+from course_lib.multi_head import split_heads
 from course_lib import swin as S
+from course_lib import counting as C
 from course_lib.interop.swin import from_hf
 
 transformers = pytest.importorskip("transformers")
@@ -105,9 +106,9 @@ def test_forward_head_pools_like_hf_pooler(version):
 
 def test_v1_window_larger_than_feature_map_reads_the_centre_of_its_table():
     # HF V1 raises here; course_lib shrinks the window and reads the offsets it needs from the big table
-    big = S.Swin(S.SwinConfig(version=1, image_size=16, patch_size=4, embed_dim=8, depths=(2,), num_heads=(2,),
+    big = S.Swin(S.SwinConfig(version=1, image_size=16, patch_size=4, dim=8, depths=(2,), n_heads=(2,),
                               window_size=7)).eval()
-    small = S.Swin(S.SwinConfig(version=1, image_size=16, patch_size=4, embed_dim=8, depths=(2,), num_heads=(2,),
+    small = S.Swin(S.SwinConfig(version=1, image_size=16, patch_size=4, dim=8, depths=(2,), n_heads=(2,),
                                 window_size=4)).eval()
     sd = big.state_dict()
     for key, table in list(sd.items()):
@@ -197,9 +198,9 @@ def test_cosine_attention_logit_scale_is_clamped_at_log_100():
     with torch.no_grad():
         attn.logit_scale.copy_(torch.tensor([math.log(1000.0), math.log(50.0)]).view(2, 1, 1))
         torch.testing.assert_close(attn.cosine_scale().flatten(), torch.tensor([100.0, 50.0]))
-        high = attn(x, 4)
+        high = attn.attend_windows(x, 4)
         attn.logit_scale[0] = math.log(100.0)
-        torch.testing.assert_close(attn(x, 4), high)
+        torch.testing.assert_close(attn.attend_windows(x, 4), high)
 
 
 def test_swinv2_key_projection_has_no_bias():
@@ -261,7 +262,7 @@ def test_presets_use_the_published_windows_and_resolutions():
         cfg = S.SwinConfig.preset(name)
         assert (cfg.version, cfg.window_size, cfg.image_size) == (2, 8, (256, 256))
     assert S.SwinConfig.preset("swin-s").depths == (2, 2, 18, 2)
-    assert S.SwinConfig.preset("swinv2-b").embed_dim == 128 and S.SwinConfig.preset("swinv2-b").num_heads == (4, 8, 16, 32)
+    assert S.SwinConfig.preset("swinv2-b").dim == 128 and S.SwinConfig.preset("swinv2-b").n_heads == (4, 8, 16, 32)
 
 
 # ---------------------------------------------------------------- bad input
@@ -278,8 +279,8 @@ def test_image_smaller_than_a_patch_is_rejected():
 
 
 def test_width_not_divisible_by_heads_is_rejected():
-    with pytest.raises(ValueError, match=r"stage 1: width 32 .* not divisible by num_heads=3"):
-        S.SwinConfig(embed_dim=16, depths=(2, 2), num_heads=(2, 3))
+    with pytest.raises(ValueError, match=r"stage 1: width 32 .* not divisible by n_heads=3"):
+        S.SwinConfig(dim=16, depths=(2, 2), n_heads=(2, 3))
 
 
 def test_unknown_preset_is_rejected():
@@ -348,6 +349,6 @@ def test_stage_shapes_of_swin_t_follow_the_paper():
 
 
 def test_attention_matrix_entries_global_is_quadratic_window_is_linear():
-    assert S.attention_matrix_entries(8, 8) == 64 * 64
-    assert S.attention_matrix_entries(8, 8, 4) == 64 * 16
-    assert S.attention_matrix_entries(16, 16, 4) == 4 * S.attention_matrix_entries(8, 8, 4)
+    assert C.attention_matrix_entries(8, 8) == 64 * 64
+    assert C.attention_matrix_entries(8, 8, 4) == 64 * 16
+    assert C.attention_matrix_entries(16, 16, 4) == 4 * C.attention_matrix_entries(8, 8, 4)

@@ -76,13 +76,13 @@ def test_without_warmup_the_cosine_starts_at_the_peak():
 
 
 def test_the_2017_schedule_rises_linearly_peaks_at_warmup_then_decays_as_inverse_sqrt():
-    d_model, warmup = 512, 4000
-    lr = lambda t: transformer_lr(t, d_model, warmup)
+    dim, warmup = 512, 4000
+    lr = lambda t: transformer_lr(t, dim, warmup)
     assert lr(0) == 0.0
     assert lr(2000) == pytest.approx(lr(1000) * 2)  # linear during warmup
     steps = range(1, 3 * warmup, 7)
     assert max(steps, key=lr) in range(warmup - 7, warmup + 7)
-    assert lr(warmup) == pytest.approx((d_model * warmup) ** -0.5)
+    assert lr(warmup) == pytest.approx((dim * warmup) ** -0.5)
     assert lr(4 * warmup) == pytest.approx(lr(warmup) / 2)  # 1 / sqrt(t) after warmup
 
 

@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.dinov2 import add_registers, dino_loss, ema_update, multi_crop, update_center
+from course_lib.dinov2 import add_registers
+from course_lib.dino import dino_loss, ema_update, multi_crop, update_center
 from course_lib.grading import Case, Mistake
 
 __all__ = [

@@ -16,7 +16,8 @@ import math
 import torch
 from torch import Tensor
 
-from course_lib.attention import mha_param_count, multi_head_attention
+from course_lib.counting import mha_param_count
+from course_lib.multi_head import multi_head_attention
 from course_lib.grading import Case, Mistake
 
 
@@ -75,7 +76,7 @@ def merge_cases(seed: int = 0, n: int = 20) -> list[Case]:
 def mha_cases(seed: int = 0, n: int = 18) -> list[Case]:
     """``(x, w_q, w_k, w_v, w_o, n_heads)`` for self-attention without biases.
 
-    Weights are ``(d_model, d_model)`` in the ``nn.Linear`` convention, scaled
+    Weights are ``(dim, dim)`` in the ``nn.Linear`` convention, scaled
     so that scores are of order 1 (and larger in some cases, where the softmax
     is peaked).
     """
@@ -83,22 +84,22 @@ def mha_cases(seed: int = 0, n: int = 18) -> list[Case]:
     cases = []
     for i in range(n):
         h, d = _HEADS[i % len(_HEADS)]
-        d_model = h * d
+        dim = h * d
         b = 1 + i % 2
         seq = 1 if i == 5 else int(torch.randint(2, 9, (1,), generator=g))
         dtype = _dtype(i)
         spread = 3.0 if i % 4 == 2 else 1.0
-        x = _randn(g, (b, seq, d_model), dtype)
-        w_q, w_k, w_v, w_o = (_randn(g, (d_model, d_model), dtype, spread / math.sqrt(d_model)) for _ in range(4))
+        x = _randn(g, (b, seq, dim), dtype)
+        w_q, w_k, w_v, w_o = (_randn(g, (dim, dim), dtype, spread / math.sqrt(dim)) for _ in range(4))
         label = f"x {tuple(x.shape)}, n_heads={h}, head_dim={d}, {_name(dtype)}"
         cases.append(Case((x, w_q, w_k, w_v, w_o, h), label=label))
     return cases
 
 
 def head_sum_cases(seed: int = 0, n: int = 18) -> list[Case]:
-    """``(heads, w_o)``: ``heads`` ``(..., n_heads, seq, head_dim)`` and ``w_o`` ``(d_model, n_heads * head_dim)``.
+    """``(heads, w_o)``: ``heads`` ``(..., n_heads, seq, head_dim)`` and ``w_o`` ``(dim, n_heads * head_dim)``.
 
-    ``d_model`` differs from ``n_heads * head_dim`` in half the cases.
+    ``dim`` differs from ``n_heads * head_dim`` in half the cases.
     """
     g = torch.Generator().manual_seed(seed)
     batches = [(2,), (), (1,), (2, 3)]
@@ -107,25 +108,25 @@ def head_sum_cases(seed: int = 0, n: int = 18) -> list[Case]:
         h, d = _HEADS[i % len(_HEADS)]
         batch = batches[i % len(batches)]
         seq = 1 if i == 5 else int(torch.randint(2, 8, (1,), generator=g))
-        d_model = h * d if i % 2 == 0 else h * d + 1 + int(torch.randint(0, 4, (1,), generator=g))
+        dim = h * d if i % 2 == 0 else h * d + 1 + int(torch.randint(0, 4, (1,), generator=g))
         dtype = _dtype(i)
         heads = _randn(g, batch + (h, seq, d), dtype)
-        w_o = _randn(g, (d_model, h * d), dtype, 1.0 / math.sqrt(h * d))
+        w_o = _randn(g, (dim, h * d), dtype, 1.0 / math.sqrt(h * d))
         label = f"heads {tuple(heads.shape)}, w_o {tuple(w_o.shape)}, {_name(dtype)}"
         cases.append(Case((heads, w_o), label=label))
     return cases
 
 
 def param_count_cases(seed: int = 0) -> list[Case]:
-    """``(d_model, n_heads[, bias=...])``: small and published sizes, with and without biases."""
+    """``(dim, n_heads[, bias=...])``: small and published sizes, with and without biases."""
     sizes = [(512, 8, True), (512, 8, False), (768, 12, True), (64, 1, True), (6, 6, False), (1, 1, True),
              (1024, 16, False), (12, 3, True), (20, 4, False), (4096, 32, True)]
     g = torch.Generator().manual_seed(seed)
     for _ in range(4):
         h = int(torch.randint(1, 9, (1,), generator=g))
         sizes.append((h * int(torch.randint(1, 20, (1,), generator=g)), h, bool(torch.randint(0, 2, (1,), generator=g))))
-    cases = [Case((d, h), {"bias": b}, label=f"d_model={d}, n_heads={h}, bias={b}") for d, h, b in sizes]
-    cases.append(Case((256, 4), label="d_model=256, n_heads=4, bias left at its default (True)"))
+    cases = [Case((d, h), {"bias": b}, label=f"dim={d}, n_heads={h}, bias={b}") for d, h, b in sizes]
+    cases.append(Case((256, 4), label="dim=256, n_heads=4, bias left at its default (True)"))
     return cases
 
 
@@ -133,13 +134,13 @@ def param_count_cases(seed: int = 0) -> list[Case]:
 # References with the exercises' signatures
 # --------------------------------------------------------------------------
 def mha_reference(x: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor, w_o: Tensor, n_heads: int) -> Tensor:
-    """:func:`course_lib.attention.multi_head_attention` without biases or mask."""
+    """:func:`course_lib.multi_head.multi_head_attention` without biases or mask."""
     return multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads)
 
 
-def param_count_reference(d_model: int, n_heads: int, bias: bool = True) -> int:
-    """:func:`course_lib.attention.mha_param_count` for plain MHA (``n_kv_heads = n_heads``)."""
-    return mha_param_count(d_model, n_heads, bias=bias)
+def param_count_reference(dim: int, n_heads: int, bias: bool = True) -> int:
+    """:func:`course_lib.counting.mha_param_count` for plain MHA (``n_kv_heads = n_heads``)."""
+    return mha_param_count(dim, n_heads, bias=bias)
 
 
 # --------------------------------------------------------------------------
@@ -191,7 +192,7 @@ SPLIT_MISTAKES = [
         lambda x, h: _split(x, h).transpose(-2, -1),
     ),
     Mistake(
-        "head_dim and n_heads are swapped: the split axis has n_heads = the argument, and head_dim = d_model // n_heads.",
+        "head_dim and n_heads are swapped: the split axis has n_heads = the argument, and head_dim = dim // n_heads.",
         lambda x, h: _split(x, x.shape[-1] // h),
     ),
 ]
@@ -239,8 +240,8 @@ def _mha(x, w_q, w_k, w_v, w_o, h, *, split="right", merge="right", scale=None, 
 MHA_MISTAKES = [
     Mistake("the scores are not scaled: divide q @ k^T by sqrt(head_dim).", lambda *a: _mha(*a, scale=1.0)),
     Mistake(
-        "the scores are scaled by 1/sqrt(d_model): each head's queries and keys have width head_dim = "
-        "d_model / n_heads, and that is the d_k of the scale.",
+        "the scores are scaled by 1/sqrt(dim): each head's queries and keys have width head_dim = "
+        "dim / n_heads, and that is the d_k of the scale.",
         lambda *a: _mha(*a, scale=1.0 / math.sqrt(a[0].shape[-1])),
     ),
     Mistake(
@@ -249,7 +250,7 @@ MHA_MISTAKES = [
         lambda *a: _mha(*a[:5], 1),
     ),
     Mistake(
-        "the heads are split by reshaping (batch, seq, d_model) straight to (batch, n_heads, seq, head_dim): "
+        "the heads are split by reshaping (batch, seq, dim) straight to (batch, n_heads, seq, head_dim): "
         "reshape to (batch, seq, n_heads, head_dim) and transpose.",
         lambda *a: _mha(*a, split="no_transpose", merge="no_transpose"),
     ),
@@ -264,7 +265,7 @@ MHA_MISTAKES = [
         lambda *a: _mha(*a, split="no_transpose"),
     ),
     Mistake(
-        "attention runs once over the full width (scores from all d_model features): split q, k and v into "
+        "attention runs once over the full width (scores from all dim features): split q, k and v into "
         "n_heads heads first, so that each head has its own scores and its own softmax.",
         lambda x, wq, wk, wv, wo, h: torch.softmax((x @ wq.T) @ (x @ wk.T).transpose(-2, -1) * math.sqrt(h / x.shape[-1]), -1) @ (x @ wv.T) @ wo.T,
     ),
@@ -318,7 +319,7 @@ HEAD_SUM_MISTAKES = [
         lambda H, W: H.reshape(*H.shape[:-3], H.shape[-2], -1) @ W.T,
     ),
     Mistake(
-        "head i is paired with a block of *rows* of w_o: w_o is (d_model, n_heads * head_dim), so head i's "
+        "head i is paired with a block of *rows* of w_o: w_o is (dim, n_heads * head_dim), so head i's "
         "block is the columns w_o[:, i*head_dim:(i+1)*head_dim], used transposed.",
         lambda H, W: sum(H[..., i, :, :] @ W[i * H.shape[-1]:(i + 1) * H.shape[-1], :] for i in range(H.shape[-3])),
     ),
@@ -327,7 +328,7 @@ HEAD_SUM_MISTAKES = [
         lambda H, W: _head_sum(H[..., :1, :, :], W[:, :H.shape[-1]]),
     ),
     Mistake(
-        "the per-head outputs are returned without summing them: the result is (..., seq, d_model).",
+        "the per-head outputs are returned without summing them: the result is (..., seq, dim).",
         lambda H, W: torch.stack([H[..., i, :, :] @ W[:, i * H.shape[-1]:(i + 1) * H.shape[-1]].T for i in range(H.shape[-3])], -3),
     ),
 ]
@@ -338,12 +339,12 @@ def _count(d, h, bias=True, *, w=4, b=4):
 
 
 PARAM_COUNT_MISTAKES = [
-    Mistake("the output projection W_O is missing: there are four d_model x d_model matrices (Q, K, V, O).", lambda d, h, bias=True: _count(d, h, bias, w=3, b=3)),
-    Mistake("the biases are missing: each of the four projections has d_model biases when bias=True.", lambda d, h, bias=True: _count(d, h, False)),
+    Mistake("the output projection W_O is missing: there are four dim x dim matrices (Q, K, V, O).", lambda d, h, bias=True: _count(d, h, bias, w=3, b=3)),
+    Mistake("the biases are missing: each of the four projections has dim biases when bias=True.", lambda d, h, bias=True: _count(d, h, False)),
     Mistake("biases are counted even when bias=False.", lambda d, h, bias=True: _count(d, h, True)),
-    Mistake("only one projection's biases are counted: there are four bias vectors of d_model entries.", lambda d, h, bias=True: _count(d, h, bias, b=1)),
-    Mistake("the weights are counted once per head at full width: the heads share d_model x d_model matrices, so the count does not grow with n_heads.", lambda d, h, bias=True: 4 * h * d * d + (4 * d if bias else 0)),
-    Mistake("each head is counted as head_dim x head_dim: a head's projection maps d_model to head_dim, so it has d_model * head_dim weights.", lambda d, h, bias=True: 4 * h * (d // h) ** 2 + (4 * d if bias else 0)),
+    Mistake("only one projection's biases are counted: there are four bias vectors of dim entries.", lambda d, h, bias=True: _count(d, h, bias, b=1)),
+    Mistake("the weights are counted once per head at full width: the heads share dim x dim matrices, so the count does not grow with n_heads.", lambda d, h, bias=True: 4 * h * d * d + (4 * d if bias else 0)),
+    Mistake("each head is counted as head_dim x head_dim: a head's projection maps dim to head_dim, so it has dim * head_dim weights.", lambda d, h, bias=True: 4 * h * (d // h) ** 2 + (4 * d if bias else 0)),
     Mistake("the count is a float: use integer arithmetic (// rather than /) and return an int.", lambda d, h, bias=True: float(_count(d, h, bias))),
-    Mistake("the biases are counted once per head: a projection has one bias per output feature, d_model in all.", lambda d, h, bias=True: _count(d, h, bias, b=4 * h)),
+    Mistake("the biases are counted once per head: a projection has one bias per output feature, dim in all.", lambda d, h, bias=True: _count(d, h, bias, b=4 * h)),
 ]

@@ -2,15 +2,15 @@
 
 * ``position_wise_ffn(x, w1, b1, w2, b2)``: the 2017 ReLU FFN with weights in
   ``nn.Linear``'s layout. Cases cover batch shapes, a single token, float32
-  and float64, ``d_ff`` equal to and different from ``d_model``, sequences as
-  long as ``d_model`` (so that mixing the wrong axis gives a result of the
+  and float64, ``mlp_hidden`` equal to and different from ``dim``, sequences as
+  long as ``dim`` (so that mixing the wrong axis gives a result of the
   right shape), and missing biases (``None``).
 * ``residual(x, sublayer, norm, position)``: the three norm positions. The
   sublayers and norms are torch modules or torch functions (never code from
   :mod:`course_lib`, which the learner may not call); float32 cases use
   dtype-agnostic functions so that the float64 reference can run them too.
-* ``ffn_param_count(d_model, d_ff, bias=True)`` and
-  ``layer_flops(n_tokens, d_model, d_ff)``: integers, compared by value.
+* ``ffn_param_count(dim, mlp_hidden, bias=True)`` and
+  ``layer_flops(n_tokens, dim, mlp_hidden)``: integers, compared by value.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.blocks import layer_flops, residual
+from course_lib.blocks import residual
+from course_lib.counting import layer_flops
 from course_lib.grading import Case, Mistake
-from course_lib.mlp import mlp_param_count
+from course_lib.counting import mlp_param_count
 
 _BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
 POSITIONS = ("pre", "post", "res_post")
@@ -37,8 +38,8 @@ def _name(dtype) -> str:
 # Exercise: the position-wise FFN
 # --------------------------------------------------------------------------
 def reference_position_wise_ffn(x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None) -> Tensor:
-    """``relu(x W1^T + b1) W2^T + b2`` over the last axis; ``x``: ``(..., d_model)``,
-    ``w1``: ``(d_ff, d_model)``, ``w2``: ``(d_model, d_ff)`` (``nn.Linear``'s layout)."""
+    """``relu(x W1^T + b1) W2^T + b2`` over the last axis; ``x``: ``(..., dim)``,
+    ``w1``: ``(mlp_hidden, dim)``, ``w2``: ``(dim, mlp_hidden)`` (``nn.Linear``'s layout)."""
     return F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)
 
 
@@ -48,25 +49,25 @@ def ffn_cases(seed: int = 0, n: int = 30) -> list[Case]:
     cases = []
     for i in range(n):
         batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
-        d_model = [1, 3, 4, 8, 16][int(torch.randint(0, 5, (1,), generator=g))] if i > 0 else 8
-        d_ff = [4 * d_model, d_model, 5, 2 * d_model + 1][i % 4]
+        dim = [1, 3, 4, 8, 16][int(torch.randint(0, 5, (1,), generator=g))] if i > 0 else 8
+        mlp_hidden = [4 * dim, dim, 5, 2 * dim + 1][i % 4]
         n_tok = int(torch.randint(1, 9, (1,), generator=g))
         if i % 3 == 1:
-            n_tok = d_model  # a (d_model, d_model) token matrix: transposing the wrong axis still "works"
-        shape = batch + (n_tok, d_model)
+            n_tok = dim  # a (dim, dim) token matrix: transposing the wrong axis still "works"
+        shape = batch + (n_tok, dim)
         if i == 7:
-            shape = (d_model,)  # a single token with no sequence axis
+            shape = (dim,)  # a single token with no sequence axis
         dtype = torch.float64 if i % 3 == 0 else torch.float32
         r = lambda *s, scale=1.0: (torch.randn(*s, generator=g, dtype=torch.float64) * scale).to(dtype)  # noqa: E731
         x = r(*shape)
-        w1, b1 = r(d_ff, d_model, scale=d_model**-0.5), r(d_ff, scale=0.5)
-        w2, b2 = r(d_model, d_ff, scale=d_ff**-0.5), r(d_model, scale=0.5)
+        w1, b1 = r(mlp_hidden, dim, scale=dim**-0.5), r(mlp_hidden, scale=0.5)
+        w2, b2 = r(dim, mlp_hidden, scale=mlp_hidden**-0.5), r(dim, scale=0.5)
         bias_label = "with biases"
         if i % 5 == 4:
             b1, b2, bias_label = None, None, "no biases (b1 = b2 = None)"
         elif i % 10 == 9:
             b2, bias_label = None, "b2 = None"
-        label = f"x {tuple(x.shape)}, d_ff={d_ff}, {bias_label}, {_name(dtype)}"
+        label = f"x {tuple(x.shape)}, mlp_hidden={mlp_hidden}, {bias_label}, {_name(dtype)}"
         cases.append(Case((x, w1, b1, w2, b2), label=label))
     return cases
 
@@ -216,19 +217,19 @@ RESIDUAL_MISTAKES = [
 # Exercises: counting parameters and FLOPs
 # --------------------------------------------------------------------------
 def param_count_cases(seed: int = 0, n: int = 30) -> list[Case]:
-    """``(d_model, d_ff[, bias])`` cases: small, equal, large (GPT-3-sized) widths, with and without biases."""
+    """``(dim, mlp_hidden[, bias])`` cases: small, equal, large (GPT-3-sized) widths, with and without biases."""
     g = torch.Generator().manual_seed(seed)
     fixed = [(4, 16, True), (4, 16, False), (512, 2048, True), (768, 3072, False), (12288, 49152, True),
              (6, 6, True), (10, 3, False), (1, 1, True)]
-    cases = [Case((d, f, b), label=f"d_model={d}, d_ff={f}, bias={b}") for d, f, b in fixed]
+    cases = [Case((d, f, b), label=f"dim={d}, mlp_hidden={f}, bias={b}") for d, f, b in fixed]
     for i in range(n - len(fixed)):
         d = int(torch.randint(1, 2000, (1,), generator=g))
         f = [4 * d, int(torch.randint(1, 5000, (1,), generator=g)), d][i % 3]
         if i % 4 == 3:
-            cases.append(Case((d, f), label=f"d_model={d}, d_ff={f}, bias left at its default"))
+            cases.append(Case((d, f), label=f"dim={d}, mlp_hidden={f}, bias left at its default"))
         else:
             b = bool(i % 2)
-            cases.append(Case((d, f, b), label=f"d_model={d}, d_ff={f}, bias={b}"))
+            cases.append(Case((d, f, b), label=f"dim={d}, mlp_hidden={f}, bias={b}"))
     return cases
 
 
@@ -237,20 +238,20 @@ def _params(d, f, bias=True, w=2, b1=True, b2=True, ignore_flag=False):
 
 
 PARAM_COUNT_MISTAKES = [
-    Mistake("the biases are missing: with bias=True add d_ff (first layer) + d_model (second layer).",
+    Mistake("the biases are missing: with bias=True add mlp_hidden (first layer) + dim (second layer).",
             lambda d, f, bias=True: _params(d, f, False)),
     Mistake("biases are counted even when bias=False.", lambda d, f, bias=True: _params(d, f, bias, ignore_flag=True)),
-    Mistake("only the first layer's bias (d_ff) is counted; the second layer has d_model biases too.",
+    Mistake("only the first layer's bias (mlp_hidden) is counted; the second layer has dim biases too.",
             lambda d, f, bias=True: _params(d, f, bias, b2=False)),
-    Mistake("only the second layer's bias (d_model) is counted; the first layer has d_ff biases too.",
+    Mistake("only the second layer's bias (dim) is counted; the first layer has mlp_hidden biases too.",
             lambda d, f, bias=True: _params(d, f, bias, b1=False)),
-    Mistake("both biases are counted as d_ff: the second layer's bias has d_model entries.",
+    Mistake("both biases are counted as mlp_hidden: the second layer's bias has dim entries.",
             lambda d, f, bias=True: 2 * d * f + (2 * f if bias else 0)),
-    Mistake("both biases are counted as d_model: the first layer's bias has d_ff entries.",
+    Mistake("both biases are counted as dim: the first layer's bias has mlp_hidden entries.",
             lambda d, f, bias=True: 2 * d * f + (2 * d if bias else 0)),
-    Mistake("only one weight matrix is counted: there are two, d_model x d_ff and d_ff x d_model.",
+    Mistake("only one weight matrix is counted: there are two, dim x mlp_hidden and mlp_hidden x dim.",
             lambda d, f, bias=True: _params(d, f, bias, w=1)),
-    Mistake("d_ff is taken as 4 * d_model; use the d_ff you are given.",
+    Mistake("mlp_hidden is taken as 4 * dim; use the mlp_hidden you are given.",
             lambda d, f, bias=True: _params(d, 4 * d, bias)),
     Mistake("the count is a float: use integer arithmetic (no `/`, no float()).",
             lambda d, f, bias=True: float(_params(d, f, bias))),
@@ -258,16 +259,16 @@ PARAM_COUNT_MISTAKES = [
 
 
 def flops_cases(seed: int = 0, n: int = 30) -> list[Case]:
-    """``(n_tokens, d_model, d_ff)`` cases: one token, N < D, N = D, N >> D, d_ff != 4 D, large models."""
+    """``(n_tokens, dim, mlp_hidden)`` cases: one token, N < D, N = D, N >> D, mlp_hidden != 4 D, large models."""
     g = torch.Generator().manual_seed(seed)
     fixed = [(10, 4, 16), (3, 5, 7), (1, 8, 32), (1, 1, 1), (196, 768, 3072), (2048, 12288, 49152), (8192, 64, 256),
              (6, 6, 6)]
-    cases = [Case(c, label=f"n_tokens={c[0]}, d_model={c[1]}, d_ff={c[2]}") for c in fixed]
+    cases = [Case(c, label=f"n_tokens={c[0]}, dim={c[1]}, mlp_hidden={c[2]}") for c in fixed]
     for i in range(n - len(fixed)):
         d = int(torch.randint(1, 1500, (1,), generator=g))
         n_tok = int(torch.randint(1, 5000, (1,), generator=g))
         f = [4 * d, int(torch.randint(1, 6000, (1,), generator=g)), 2 * d + 3][i % 3]
-        cases.append(Case((n_tok, d, f), label=f"n_tokens={n_tok}, d_model={d}, d_ff={f}"))
+        cases.append(Case((n_tok, d, f), label=f"n_tokens={n_tok}, dim={d}, mlp_hidden={f}"))
     return cases
 
 
@@ -283,9 +284,9 @@ FLOPS_MISTAKES = [
             lambda n, d, f: _flops(n, d, f, proj=3)),
     Mistake("\"attention\" counts only Q K^T: the weighted sum of the values (weights @ V) costs as much again.",
             lambda n, d, f: _flops(n, d, f, mix=1)),
-    Mistake("\"ffn\" counts one matrix product; the FFN has two (d_model -> d_ff -> d_model).",
+    Mistake("\"ffn\" counts one matrix product; the FFN has two (dim -> mlp_hidden -> dim).",
             lambda n, d, f: _flops(n, d, f, ffn_mats=1)),
-    Mistake("d_ff is taken as 4 * d_model; use the d_ff you are given.", lambda n, d, f: _flops(n, d, 4 * d)),
+    Mistake("mlp_hidden is taken as 4 * dim; use the mlp_hidden you are given.", lambda n, d, f: _flops(n, d, 4 * d)),
     Mistake("\"attention\" grows like N D^2; the score and value products are N x N x D each, 4 N^2 D in all.",
             lambda n, d, f: {**_flops(n, d, f), "attention": 4 * n * d * d}),
     Mistake("\"projections\" grow like N^2 D; each of the four maps costs N x D x D multiply-adds, 8 N D^2 in all.",

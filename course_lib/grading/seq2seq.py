@@ -103,16 +103,16 @@ MASK_MISTAKES = [
 # transformer_lr
 # --------------------------------------------------------------------------
 def lr_cases(seed: int = 0, n: int = 24) -> list[Case]:
-    """``(step, d_model, warmup)``: step 0, 1, before, at and after the warmup."""
+    """``(step, dim, warmup)``: step 0, 1, before, at and after the warmup."""
     g = torch.Generator().manual_seed(seed)
     fixed = [(0, 512, 4000), (1, 512, 4000), (4000, 512, 4000), (100, 512, 4000), (100000, 512, 4000),
              (10, 64, 10), (11, 64, 10), (3, 1, 1), (7, 1024, 2)]
-    cases = [Case(a, label=f"step={a[0]}, d_model={a[1]}, warmup={a[2]}") for a in fixed]
+    cases = [Case(a, label=f"step={a[0]}, dim={a[1]}, warmup={a[2]}") for a in fixed]
     for _ in range(n - len(fixed)):
         warmup = int(torch.randint(1, 5000, (1,), generator=g))
-        d_model = [16, 64, 256, 512, 768, 1024][int(torch.randint(0, 6, (1,), generator=g))]
+        dim = [16, 64, 256, 512, 768, 1024][int(torch.randint(0, 6, (1,), generator=g))]
         step = int(torch.randint(1, 3 * warmup + 2, (1,), generator=g))
-        cases.append(Case((step, d_model, warmup), label=f"step={step}, d_model={d_model}, warmup={warmup}"))
+        cases.append(Case((step, dim, warmup), label=f"step={step}, dim={dim}, warmup={warmup}"))
     return cases
 
 
@@ -132,8 +132,8 @@ def check_float_results(learner, cases) -> None:
 
 
 LR_MISTAKES = [
-    Mistake("the factor d_model^-0.5 is missing.", lambda s, d, w: 0.0 if s == 0 else min(s**-0.5, s * w**-1.5)),
-    Mistake("d_model is raised to +0.5 instead of -0.5.", lambda s, d, w: _lr(s, d, w, dpow=0.5)),
+    Mistake("the factor dim^-0.5 is missing.", lambda s, d, w: 0.0 if s == 0 else min(s**-0.5, s * w**-1.5)),
+    Mistake("dim is raised to +0.5 instead of -0.5.", lambda s, d, w: _lr(s, d, w, dpow=0.5)),
     Mistake("the warmup is raised to -0.5 instead of -1.5 in the linear part.", lambda s, d, w: _lr(s, d, w, wpow=-0.5)),
     Mistake("max instead of min: the schedule must take the smaller of the two branches.", lambda s, d, w: _lr(s, d, w, pick=max)),
     Mistake("the warmup branch uses step^-0.5 * warmup^-1.5 (mixed up the two terms).",
@@ -248,7 +248,7 @@ def cross_attention_cases(seed: int = 0, n: int = 16) -> list[Case]:
             mask = torch.rand(b, n_t, n_s, generator=g) < 0.7
             mask[..., 0] = True
             mlabel = "a (batch, n_tgt, n_src) mask"
-        label = f"batch {b}, n_tgt={n_t}, n_src={n_s}, d_model={d}, n_heads={n_heads}, {str(dtype)[6:]}, {mlabel}"
+        label = f"batch {b}, n_tgt={n_t}, n_src={n_s}, dim={d}, n_heads={n_heads}, {str(dtype)[6:]}, {mlabel}"
         cases.append(Case((x, mem, *w, n_heads, mask), label=label))
     return cases
 
@@ -285,9 +285,9 @@ def _xattn(x, mem, wq, wk, wv, wo, h, mask=None, *, swap=False, no_mask=False, b
 CROSS_ATTENTION_MISTAKES = [
     Mistake("queries and keys/values are swapped: queries come from the decoder states x, keys and values from "
             "the encoder's memory.", lambda *a: _xattn(*a, swap=True)),
-    Mistake("the scores are scaled by sqrt(d_model); each head scales by sqrt(head_dim).",
+    Mistake("the scores are scaled by sqrt(dim); each head scales by sqrt(head_dim).",
             lambda *a: _xattn(*a, scale="model")),
-    Mistake("the heads are never split: that is one head of width d_model.", lambda *a: _xattn(*a, no_split=True)),
+    Mistake("the heads are never split: that is one head of width dim.", lambda *a: _xattn(*a, no_split=True)),
     Mistake("the output projection w_o is missing.", lambda *a: _xattn(*a, no_out=True)),
     Mistake("the softmax runs over the queries (dim=-2), not over the memory positions.",
             lambda *a: _xattn(*a, dim=-2)),

@@ -48,14 +48,14 @@ def encode(text: str, merges: list[tuple[int, int]]) -> list[int]:
     return _T.apply_merges(list(text.encode("utf-8")), merges)
 
 
-def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -> Tensor:
+def sinusoidal_encoding(n_positions: int, dim: int, base: float = 10000.0) -> Tensor:
     """Reference of exercise 5, in float64."""
-    return _P.sinusoidal_encoding(n_positions, d_model, base, dtype=torch.float64)
+    return _P.sinusoidal_encoding(n_positions, dim, base, dtype=torch.float64)
 
 
-def offset_rotation(k: int, d_model: int, base: float = 10000.0) -> Tensor:
+def offset_rotation(k: int, dim: int, base: float = 10000.0) -> Tensor:
     """Reference of exercise 6, in float64."""
-    return _P.offset_rotation(k, d_model, base, dtype=torch.float64)
+    return _P.offset_rotation(k, dim, base, dtype=torch.float64)
 
 
 # --------------------------------------------------------------------------
@@ -184,32 +184,32 @@ def encode_cases(seed: int = 0, n: int = 16) -> list[Case]:
 # Cases: position tables
 # --------------------------------------------------------------------------
 def sinusoidal_cases(seed: int = 0, n: int = 14) -> list[Case]:
-    """``(n_positions, d_model[, base])``: one position, width 2, long and wide tables, other bases."""
+    """``(n_positions, dim[, base])``: one position, width 2, long and wide tables, other bases."""
     rng = random.Random(seed)
-    cases = [Case((1, 4), label="n_positions=1, d_model=4"), Case((6, 2), label="n_positions=6, d_model=2"),
-             Case((50, 8), label="n_positions=50, d_model=8"), Case((128, 64), label="n_positions=128, d_model=64")]
+    cases = [Case((1, 4), label="n_positions=1, dim=4"), Case((6, 2), label="n_positions=6, dim=2"),
+             Case((50, 8), label="n_positions=50, dim=8"), Case((128, 64), label="n_positions=128, dim=64")]
     for i in range(n):
         n_pos, d = rng.randint(1, 100), 2 * rng.randint(1, 32)
         if i % 3 == 2:
             base = rng.choice([100.0, 1000.0, 500000.0])
-            cases.append(Case((n_pos, d), {"base": base}, label=f"n_positions={n_pos}, d_model={d}, base={base:g}"))
+            cases.append(Case((n_pos, d), {"base": base}, label=f"n_positions={n_pos}, dim={d}, base={base:g}"))
         else:
-            cases.append(Case((n_pos, d), label=f"n_positions={n_pos}, d_model={d}"))
+            cases.append(Case((n_pos, d), label=f"n_positions={n_pos}, dim={d}"))
     return cases
 
 
 def rotation_cases(seed: int = 0, n: int = 14) -> list[Case]:
-    """``(k, d_model[, base])``: k = 0, 1, negative and large offsets, width 2 to 64, other bases."""
+    """``(k, dim[, base])``: k = 0, 1, negative and large offsets, width 2 to 64, other bases."""
     rng = random.Random(seed)
-    cases = [Case((1, 2), label="k=1, d_model=2"), Case((0, 6), label="k=0, d_model=6"),
-             Case((3, 4), label="k=3, d_model=4"), Case((-5, 8), label="k=-5, d_model=8")]
+    cases = [Case((1, 2), label="k=1, dim=2"), Case((0, 6), label="k=0, dim=6"),
+             Case((3, 4), label="k=3, dim=4"), Case((-5, 8), label="k=-5, dim=8")]
     for i in range(n):
         k, d = rng.randint(-40, 120), 2 * rng.randint(1, 32)
         if i % 3 == 2:
             base = rng.choice([100.0, 1000.0])
-            cases.append(Case((k, d), {"base": base}, label=f"k={k}, d_model={d}, base={base:g}"))
+            cases.append(Case((k, d), {"base": base}, label=f"k={k}, dim={d}, base={base:g}"))
         else:
-            cases.append(Case((k, d), label=f"k={k}, d_model={d}"))
+            cases.append(Case((k, d), label=f"k={k}, dim={d}"))
     return cases
 
 
@@ -519,20 +519,20 @@ SINUSOIDAL_MISTAKES = [
             lambda n, d, base=10000.0: torch.cat([_angles(n, d, base).sin(), _angles(n, d, base).cos()], dim=-1)),
     Mistake("the exponent uses the column index j for every column; columns 2i and 2i+1 share the frequency base^(-2i/d).",
             _pe_per_column),
-    Mistake("the exponent is i/d_model; it is 2i/d_model, with i = 0 .. d_model/2 - 1 the index of the (sin, cos) pair.",
+    Mistake("the exponent is i/dim; it is 2i/dim, with i = 0 .. dim/2 - 1 the index of the (sin, cos) pair.",
             lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(_angles(n, d, base, exponent=lambda i, d: i / d))),
-    Mistake("the frequencies are inverted: divide the position by base^(2i/d_model), do not multiply.",
+    Mistake("the frequencies are inverted: divide the position by base^(2i/dim), do not multiply.",
             lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(_angles(n, d, base, exponent=lambda i, d: -2 * i / d))),
     Mistake("positions start at 1; the first row is position 0 (sin 0 = 0, cos 0 = 1).",
             lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(_angles(n, d, base, start=1))),
-    Mistake("every pair has frequency 1: 2 * i // d_model is integer division (always 0); use / .",
+    Mistake("every pair has frequency 1: 2 * i // dim is integer division (always 0); use / .",
             lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(_angles(n, d, base, exponent=lambda i, d: 0 * i))),
     Mistake("the base argument is ignored (10000 is hard-coded); use `base`.",
             lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(_angles(n, d, 10000.0))),
-    Mistake("the exponent divides by d_model - 1 (or similar); it is 2i / d_model.",
+    Mistake("the exponent divides by dim - 1 (or similar); it is 2i / dim.",
             lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(
                 _angles(n, d, base, exponent=lambda i, d: 2 * i / max(d - 1, 1)))),
-    Mistake("the table is transposed: rows are positions, columns are features, shape (n_positions, d_model).",
+    Mistake("the table is transposed: rows are positions, columns are features, shape (n_positions, dim).",
             lambda n, d, base=10000.0: sinusoidal_encoding(n, d, base).T),
 ]
 
@@ -566,11 +566,11 @@ ROTATION_MISTAKES = [
     Mistake("a minus sign is missing: each block is [[cos, -sin], [sin, cos]], a rotation.",
             lambda k, d, base=10000.0: _blocks(k, d, base, block=lambda a: torch.stack(
                 [torch.stack([a.cos(), a.sin()]), torch.stack([a.sin(), a.cos()])]))),
-    Mistake("every block rotates by the angle k; block i rotates by k times the frequency w_i = base^(-2i/d_model).",
+    Mistake("every block rotates by the angle k; block i rotates by k times the frequency w_i = base^(-2i/dim).",
             lambda k, d, base=10000.0: _blocks(k, d, base, block=_rot, exponent=lambda i, d: 0 * i)),
-    Mistake("the frequencies use i/d_model; pair i has frequency base^(-2i/d_model).",
+    Mistake("the frequencies use i/dim; pair i has frequency base^(-2i/dim).",
             lambda k, d, base=10000.0: _blocks(k, d, base, block=_rot, exponent=lambda i, d: i / d)),
-    Mistake("the rotation pairs columns i and i + d_model/2 (the RoPE half-split layout); the encoding pairs "
+    Mistake("the rotation pairs columns i and i + dim/2 (the RoPE half-split layout); the encoding pairs "
             "columns 2i and 2i+1.", _half_split),
     Mistake("the base argument is ignored (10000 is hard-coded); use `base`.",
             lambda k, d, base=10000.0: offset_rotation(k, d, 10000.0)),

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.blocks import BlockConfig, EncoderBlock
+from course_lib.blocks import Block, BlockConfig
 from course_lib.grading import Case, Mistake
 from course_lib.positional import resample_pos_embed
 
@@ -188,7 +188,7 @@ def vit_parts(g: torch.Generator, c: int, p: int, grid: tuple[int, int], dim: in
     torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
     proj = nn.Conv2d(c, dim, kernel_size=p, stride=p)
     cfg = BlockConfig(dim=dim, n_heads=heads, mlp_hidden=2 * dim, norm_eps=1e-6, attn_impl="eager")
-    blocks = nn.ModuleList(EncoderBlock(cfg) for _ in range(depth))
+    blocks = nn.ModuleList(Block(cfg) for _ in range(depth))
     norm, head = nn.LayerNorm(dim, eps=1e-6), nn.Linear(dim, classes)
     with torch.no_grad():
         for m in (proj, blocks, norm, head):
@@ -269,7 +269,7 @@ VIT_FORWARD_MISTAKES = [
 # --------------------------------------------------------------------------
 def interpolate_reference(pos_embed: Tensor, old_grid: tuple[int, int], new_grid: tuple[int, int]) -> Tensor:
     """:func:`course_lib.positional.resample_pos_embed` with one prefix (CLS) entry, bicubic."""
-    return resample_pos_embed(pos_embed, tuple(new_grid), old_grid=tuple(old_grid), num_prefix_tokens=1, mode="bicubic")
+    return resample_pos_embed(pos_embed, tuple(new_grid), old_grid=tuple(old_grid), n_prefix=1, mode="bicubic")
 
 
 def interpolate_cases(seed: int = 0, n: int = 16) -> list[Case]:

@@ -45,8 +45,8 @@ def config_from_hf(hf_config, version: int, attn_impl: str = "sdpa") -> SwinConf
         raise ValueError(f"pretrained_window_sizes={pretrained} is a Swin V2 setting")
     return SwinConfig(
         version=version, image_size=image_size, patch_size=square(hf_config.patch_size, "patch_size"),
-        in_chans=hf_config.num_channels, embed_dim=hf_config.embed_dim, depths=tuple(hf_config.depths),
-        num_heads=tuple(hf_config.num_heads), window_size=square(hf_config.window_size, "window_size"),
+        in_chans=hf_config.num_channels, dim=hf_config.embed_dim, depths=tuple(hf_config.depths),
+        n_heads=tuple(hf_config.num_heads), window_size=square(hf_config.window_size, "window_size"),
         mlp_ratio=hf_config.mlp_ratio, qkv_bias=hf_config.qkv_bias, norm_eps=hf_config.layer_norm_eps,
         act=HF_ACTIVATIONS[act], pretrained_window_sizes=pretrained, num_classes=0,
         drop_path_rate=hf_config.drop_path_rate, attn_impl=attn_impl,
@@ -59,8 +59,8 @@ _COMMON = [
     (r"embeddings\.patch_embeddings\.projection\.(weight|bias)", r"patch_embed.proj.\1"),
     (r"embeddings\.norm\.(weight|bias)", r"patch_embed.norm.\1"),
     (r"encoder\.layers\.(\d+)\.downsample\.(reduction|norm)\.(weight|bias)", r"stages.\1.merge.\2.\3"),
-    (_BLOCK + r"layernorm_before\.(weight|bias)", _TO_BLOCK + r"norm1.\3"),
-    (_BLOCK + r"layernorm_after\.(weight|bias)", _TO_BLOCK + r"norm2.\3"),
+    (_BLOCK + r"layernorm_before\.(weight|bias)", _TO_BLOCK + r"attn_res.norm.\3"),
+    (_BLOCK + r"layernorm_after\.(weight|bias)", _TO_BLOCK + r"mlp_res.norm.\3"),
     (r"layernorm\.(weight|bias)", r"norm.\1"),
 ]
 # (HF key pattern, course_lib key) per version; V2 keeps HF's older BERT-style names.

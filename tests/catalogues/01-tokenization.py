@@ -317,158 +317,158 @@ def encode(text, merges):
 '''),
     # ------------------------------------------------------------ sinusoidal_encoding
     dict(exercise="sinusoidal_encoding", mistake="cos in even columns, sin in odd ones", source='''
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    i = torch.arange(d_model // 2, dtype=torch.float64)
-    angles = pos / base ** (2 * i / d_model)
-    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    angles = pos / base ** (2 * i / dim)
+    pe = torch.zeros(n_positions, dim, dtype=torch.float64)
     pe[:, 0::2] = torch.cos(angles)
     pe[:, 1::2] = torch.sin(angles)
     return pe
 '''),
     dict(exercise="sinusoidal_encoding", mistake="sines then cosines, concatenated", source='''
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    i = torch.arange(d_model // 2, dtype=torch.float64)
-    angles = pos / base ** (2 * i / d_model)
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    angles = pos / base ** (2 * i / dim)
     return torch.cat([angles.sin(), angles.cos()], dim=1)
 '''),
     dict(exercise="sinusoidal_encoding", mistake="the column index j in the exponent for every column", source='''
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
-    pe = torch.zeros(n_positions, d_model)
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
+    pe = torch.zeros(n_positions, dim)
     for pos in range(n_positions):
-        for j in range(d_model):
-            angle = pos / base ** (j / d_model)
+        for j in range(dim):
+            angle = pos / base ** (j / dim)
             pe[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="exponent i / d_model (factor 2 missing)", source='''
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    dict(exercise="sinusoidal_encoding", mistake="exponent i / dim (factor 2 missing)", source='''
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    i = torch.arange(d_model // 2, dtype=torch.float64)
-    angles = pos / base ** (i / d_model)
-    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    angles = pos / base ** (i / dim)
+    pe = torch.zeros(n_positions, dim, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
     dict(exercise="sinusoidal_encoding", mistake="positions 1..n", source='''
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(1, n_positions + 1, dtype=torch.float64)[:, None]
-    i = torch.arange(d_model // 2, dtype=torch.float64)
-    angles = pos / base ** (2 * i / d_model)
-    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    angles = pos / base ** (2 * i / dim)
+    pe = torch.zeros(n_positions, dim, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
     dict(exercise="sinusoidal_encoding", mistake="multiplies by base^(2i/d) instead of dividing", source='''
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    i = torch.arange(d_model // 2, dtype=torch.float64)
-    angles = pos * base ** (2 * i / d_model)
-    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    angles = pos * base ** (2 * i / dim)
+    pe = torch.zeros(n_positions, dim, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
     dict(exercise="sinusoidal_encoding", mistake="hard-codes 10000", source='''
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    i = torch.arange(d_model // 2, dtype=torch.float64)
-    angles = pos / 10000 ** (2 * i / d_model)
-    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    angles = pos / 10000 ** (2 * i / dim)
+    pe = torch.zeros(n_positions, dim, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
     dict(exercise="sinusoidal_encoding", mistake="integer division makes every exponent 0", source='''
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    i = torch.arange(d_model // 2)
-    angles = pos / base ** (2 * i // d_model)
-    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    i = torch.arange(dim // 2)
+    angles = pos / base ** (2 * i // dim)
+    pe = torch.zeros(n_positions, dim, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="returns the transposed table (d_model, n_positions)", source='''
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    dict(exercise="sinusoidal_encoding", mistake="returns the transposed table (dim, n_positions)", source='''
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    i = torch.arange(d_model // 2, dtype=torch.float64)
-    angles = pos / base ** (2 * i / d_model)
-    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    angles = pos / base ** (2 * i / dim)
+    pe = torch.zeros(n_positions, dim, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe.T
 '''),
     dict(exercise="sinusoidal_encoding", mistake="calls the reference", source='''
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
     from course_lib.positional import sinusoidal_encoding as ref
-    return ref(n_positions, d_model, base, dtype=torch.float64)
+    return ref(n_positions, dim, base, dtype=torch.float64)
 '''),
     # ------------------------------------------------------------ offset_rotation
     dict(exercise="offset_rotation", mistake="column-vector convention: blocks transposed", source='''
-def offset_rotation(k, d_model, base=10000.0):
-    R = torch.zeros(d_model, d_model, dtype=torch.float64)
-    for i in range(d_model // 2):
-        a = k / base ** (2 * i / d_model)
+def offset_rotation(k, dim, base=10000.0):
+    R = torch.zeros(dim, dim, dtype=torch.float64)
+    for i in range(dim // 2):
+        a = k / base ** (2 * i / dim)
         R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = math.cos(a), math.sin(a)
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = -math.sin(a), math.cos(a)
     return R
 '''),
     dict(exercise="offset_rotation", mistake="every block rotates by k radians", source='''
-def offset_rotation(k, d_model, base=10000.0):
-    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+def offset_rotation(k, dim, base=10000.0):
+    R = torch.zeros(dim, dim, dtype=torch.float64)
     c, s = math.cos(k), math.sin(k)
-    for i in range(d_model // 2):
+    for i in range(dim // 2):
         R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = c, -s
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = s, c
     return R
 '''),
     dict(exercise="offset_rotation", mistake="missing minus sign", source='''
-def offset_rotation(k, d_model, base=10000.0):
-    R = torch.zeros(d_model, d_model, dtype=torch.float64)
-    for i in range(d_model // 2):
-        a = k / base ** (2 * i / d_model)
+def offset_rotation(k, dim, base=10000.0):
+    R = torch.zeros(dim, dim, dtype=torch.float64)
+    for i in range(dim // 2):
+        a = k / base ** (2 * i / dim)
         R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = math.cos(a), math.sin(a)
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", mistake="frequency exponent i / d_model", source='''
-def offset_rotation(k, d_model, base=10000.0):
-    R = torch.zeros(d_model, d_model, dtype=torch.float64)
-    for i in range(d_model // 2):
-        a = k / base ** (i / d_model)
+    dict(exercise="offset_rotation", mistake="frequency exponent i / dim", source='''
+def offset_rotation(k, dim, base=10000.0):
+    R = torch.zeros(dim, dim, dtype=torch.float64)
+    for i in range(dim // 2):
+        a = k / base ** (i / dim)
         R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = math.cos(a), -math.sin(a)
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
     return R
 '''),
     dict(exercise="offset_rotation", mistake="pairs columns i and i + d/2 (RoPE half-split layout)", source='''
-def offset_rotation(k, d_model, base=10000.0):
-    h = d_model // 2
-    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+def offset_rotation(k, dim, base=10000.0):
+    h = dim // 2
+    R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(h):
-        a = k / base ** (2 * i / d_model)
+        a = k / base ** (2 * i / dim)
         R[i, i], R[i, i + h] = math.cos(a), -math.sin(a)
         R[i + h, i], R[i + h, i + h] = math.sin(a), math.cos(a)
     return R
 '''),
     dict(exercise="offset_rotation", mistake="the blocks placed at [i, i+1] instead of [2i, 2i+1]", source='''
-def offset_rotation(k, d_model, base=10000.0):
-    R = torch.zeros(d_model, d_model, dtype=torch.float64)
-    for i in range(d_model // 2):
-        a = k / base ** (2 * i / d_model)
+def offset_rotation(k, dim, base=10000.0):
+    R = torch.zeros(dim, dim, dtype=torch.float64)
+    for i in range(dim // 2):
+        a = k / base ** (2 * i / dim)
         R[i, i], R[i, i + 1] = math.cos(a), -math.sin(a)
         R[i + 1, i], R[i + 1, i + 1] = math.sin(a), math.cos(a)
     return R
 '''),
     dict(exercise="offset_rotation", mistake="solves for R with least squares on a short table (ill-conditioned, wrong)", source='''
-def offset_rotation(k, d_model, base=10000.0):
+def offset_rotation(k, dim, base=10000.0):
     n = 4
-    pe = sinusoidal_encoding(n + abs(k) + 1, d_model, base).double()
+    pe = sinusoidal_encoding(n + abs(k) + 1, dim, base).double()
     a, b = (pe[:n], pe[k:k + n]) if k >= 0 else (pe[-k:-k + n], pe[:n])
     return torch.linalg.lstsq(a, b).solution
 '''),
     dict(exercise="offset_rotation", mistake="hard-codes base 10000", source='''
-def offset_rotation(k, d_model, base=10000.0):
-    R = torch.zeros(d_model, d_model, dtype=torch.float64)
-    for i in range(d_model // 2):
-        a = k / 10000.0 ** (2 * i / d_model)
+def offset_rotation(k, dim, base=10000.0):
+    R = torch.zeros(dim, dim, dtype=torch.float64)
+    for i in range(dim // 2):
+        a = k / 10000.0 ** (2 * i / dim)
         R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = math.cos(a), -math.sin(a)
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
     return R

@@ -45,7 +45,7 @@ def split_heads(x, n_heads):
 '''),
     dict(exercise="split_heads", mistake="calls the reference", source='''
 def split_heads(x, n_heads):
-    from course_lib.attention import split_heads as ref
+    from course_lib.multi_head import split_heads as ref
     return ref(x, n_heads)
 '''),
     dict(exercise="split_heads", mistake="detaches (numpy round trip)", source='''
@@ -94,7 +94,7 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     return merge_heads(torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", mistake="scales by sqrt(d_model) instead of sqrt(head_dim)", source='''
+    dict(exercise="multi_head_attention", mistake="scales by sqrt(dim) instead of sqrt(head_dim)", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])
@@ -182,7 +182,7 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
 '''),
     dict(exercise="multi_head_attention", mistake="calls the reference", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
-    from course_lib.attention import multi_head_attention as ref
+    from course_lib.multi_head import multi_head_attention as ref
     return ref(x, w_q, w_k, w_v, w_o, n_heads)
 '''),
     dict(exercise="multi_head_attention", mistake="computes in float32 (loses float64 inputs' dtype)", source='''
@@ -226,7 +226,7 @@ def project_heads_separately(heads, w_o):
     h, d = heads.shape[1], heads.shape[-1]
     return sum(heads[:, i] @ w_o[:, i * d:(i + 1) * d].T for i in range(h))
 '''),
-    dict(exercise="project_heads_separately", mistake="head width taken from d_model // n_heads (assumes d_model == n_heads * head_dim)", source='''
+    dict(exercise="project_heads_separately", mistake="head width taken from dim // n_heads (assumes dim == n_heads * head_dim)", source='''
 def project_heads_separately(heads, w_o):
     h = heads.shape[-3]
     d = w_o.shape[0] // h
@@ -239,46 +239,46 @@ def project_heads_separately(heads, w_o):
 '''),
     dict(exercise="project_heads_separately", mistake="calls the reference", source='''
 def project_heads_separately(heads, w_o):
-    from course_lib.attention import mha_output_as_head_sum
+    from course_lib.multi_head import mha_output_as_head_sum
     return mha_output_as_head_sum(heads, w_o)
 '''),
     # ------------------------------------------------------------ mha_param_count
     dict(exercise="mha_param_count", mistake="forgets W_O", source='''
-def mha_param_count(d_model, n_heads, bias=True):
-    return 3 * d_model * d_model + (3 * d_model if bias else 0)
+def mha_param_count(dim, n_heads, bias=True):
+    return 3 * dim * dim + (3 * dim if bias else 0)
 '''),
     dict(exercise="mha_param_count", mistake="ignores the biases", source='''
-def mha_param_count(d_model, n_heads, bias=True):
-    return 4 * d_model * d_model
+def mha_param_count(dim, n_heads, bias=True):
+    return 4 * dim * dim
 '''),
     dict(exercise="mha_param_count", mistake="counts biases even when bias=False", source='''
-def mha_param_count(d_model, n_heads, bias=True):
-    return 4 * d_model * d_model + 4 * d_model
+def mha_param_count(dim, n_heads, bias=True):
+    return 4 * dim * dim + 4 * dim
 '''),
     dict(exercise="mha_param_count", mistake="returns a float (true division)", source='''
-def mha_param_count(d_model, n_heads, bias=True):
-    head_dim = d_model / n_heads
-    return 4 * n_heads * head_dim * d_model + (4 * d_model if bias else 0)
+def mha_param_count(dim, n_heads, bias=True):
+    head_dim = dim / n_heads
+    return 4 * n_heads * head_dim * dim + (4 * dim if bias else 0)
 '''),
     dict(exercise="mha_param_count", mistake="full-width weights per head", source='''
-def mha_param_count(d_model, n_heads, bias=True):
-    return n_heads * (4 * d_model * d_model) + (4 * d_model if bias else 0)
+def mha_param_count(dim, n_heads, bias=True):
+    return n_heads * (4 * dim * dim) + (4 * dim if bias else 0)
 '''),
     dict(exercise="mha_param_count", mistake="each head's projection counted as head_dim x head_dim", source='''
-def mha_param_count(d_model, n_heads, bias=True):
-    head_dim = d_model // n_heads
-    return 4 * n_heads * head_dim * head_dim + (4 * d_model if bias else 0)
+def mha_param_count(dim, n_heads, bias=True):
+    head_dim = dim // n_heads
+    return 4 * n_heads * head_dim * head_dim + (4 * dim if bias else 0)
 '''),
     dict(exercise="mha_param_count", mistake="one bias vector only", source='''
-def mha_param_count(d_model, n_heads, bias=True):
-    return 4 * d_model * d_model + (d_model if bias else 0)
+def mha_param_count(dim, n_heads, bias=True):
+    return 4 * dim * dim + (dim if bias else 0)
 '''),
     dict(exercise="mha_param_count", mistake="bias counted per head", source='''
-def mha_param_count(d_model, n_heads, bias=True):
-    return 4 * d_model * d_model + (4 * n_heads * d_model if bias else 0)
+def mha_param_count(dim, n_heads, bias=True):
+    return 4 * dim * dim + (4 * n_heads * dim if bias else 0)
 '''),
     dict(exercise="mha_param_count", mistake="bias given a default of False", source='''
-def mha_param_count(d_model, n_heads, bias=False):
-    return 4 * d_model * d_model + (4 * d_model if bias else 0)
+def mha_param_count(dim, n_heads, bias=False):
+    return 4 * dim * dim + (4 * dim if bias else 0)
 '''),
 ]

@@ -39,7 +39,7 @@ def position_wise_ffn(x, w1, b1, w2, b2):
     y = torch.relu(h) @ w2.reshape(w2.shape[1], w2.shape[0])
     return y if b2 is None else y + b2
 '''),
-    dict(exercise="position_wise_ffn", mistake="weights used without transposing (fails whenever d_ff != d_model)", source='''
+    dict(exercise="position_wise_ffn", mistake="weights used without transposing (fails whenever mlp_hidden != dim)", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x @ w1
     if b1 is not None:
@@ -196,102 +196,102 @@ def residual(x, sublayer, norm, position):
 '''),
     # ------------------------------------------------------------ ffn_param_count
     dict(exercise="ffn_param_count", mistake="forgets the biases", source='''
-def ffn_param_count(d_model, d_ff, bias=True):
-    return 2 * d_model * d_ff
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    return 2 * dim * mlp_hidden
 '''),
     dict(exercise="ffn_param_count", mistake="counts biases whatever the flag", source='''
-def ffn_param_count(d_model, d_ff, bias=True):
-    return 2 * d_model * d_ff + d_ff + d_model
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    return 2 * dim * mlp_hidden + mlp_hidden + dim
 '''),
     dict(exercise="ffn_param_count", mistake="only the hidden bias", source='''
-def ffn_param_count(d_model, d_ff, bias=True):
-    return 2 * d_model * d_ff + (d_ff if bias else 0)
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    return 2 * dim * mlp_hidden + (mlp_hidden if bias else 0)
 '''),
-    dict(exercise="ffn_param_count", mistake="both biases of width d_model", source='''
-def ffn_param_count(d_model, d_ff, bias=True):
-    return 2 * d_model * d_ff + (2 * d_model if bias else 0)
+    dict(exercise="ffn_param_count", mistake="both biases of width dim", source='''
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    return 2 * dim * mlp_hidden + (2 * dim if bias else 0)
 '''),
     dict(exercise="ffn_param_count", mistake="one weight matrix", source='''
-def ffn_param_count(d_model, d_ff, bias=True):
-    return d_model * d_ff + (d_ff + d_model if bias else 0)
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    return dim * mlp_hidden + (mlp_hidden + dim if bias else 0)
 '''),
-    dict(exercise="ffn_param_count", mistake="assumes d_ff = 4 d_model", source='''
-def ffn_param_count(d_model, d_ff, bias=True):
-    d_ff = 4 * d_model
-    return 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
+    dict(exercise="ffn_param_count", mistake="assumes mlp_hidden = 4 dim", source='''
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    mlp_hidden = 4 * dim
+    return 2 * dim * mlp_hidden + (mlp_hidden + dim if bias else 0)
 '''),
     dict(exercise="ffn_param_count", mistake="returns a float", source='''
-def ffn_param_count(d_model, d_ff, bias=True):
-    return 2.0 * d_model * d_ff + (d_ff + d_model if bias else 0)
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    return 2.0 * dim * mlp_hidden + (mlp_hidden + dim if bias else 0)
 '''),
     dict(exercise="ffn_param_count", mistake="default bias=False", source='''
-def ffn_param_count(d_model, d_ff, bias=False):
-    return 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
+def ffn_param_count(dim, mlp_hidden, bias=False):
+    return 2 * dim * mlp_hidden + (mlp_hidden + dim if bias else 0)
 '''),
-    dict(exercise="ffn_param_count", mistake="squares instead of multiplying (d_model^2 + d_ff^2)", source='''
-def ffn_param_count(d_model, d_ff, bias=True):
-    return d_model * d_model + d_ff * d_ff + (d_ff + d_model if bias else 0)
+    dict(exercise="ffn_param_count", mistake="squares instead of multiplying (dim^2 + mlp_hidden^2)", source='''
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    return dim * dim + mlp_hidden * mlp_hidden + (mlp_hidden + dim if bias else 0)
 '''),
     dict(exercise="ffn_param_count", mistake="builds the layers with course_lib", source='''
-def ffn_param_count(d_model, d_ff, bias=True):
-    from course_lib.mlp import mlp_param_count
-    return mlp_param_count(d_model, d_ff, bias)
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    from course_lib.counting import mlp_param_count
+    return mlp_param_count(dim, mlp_hidden, bias)
 '''),
     # ------------------------------------------------------------ layer_flops
     dict(exercise="layer_flops", mistake="counts multiply-adds, not FLOPs", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
-    return {"projections": 4 * n * d * d, "attention": 2 * n * n * d, "ffn": 2 * n * d * d_ff}
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
+    return {"projections": 4 * n * d * d, "attention": 2 * n * n * d, "ffn": 2 * n * d * mlp_hidden}
 '''),
     dict(exercise="layer_flops", mistake="forgets the output projection", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
-    return {"projections": 2 * 3 * n * d * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * d_ff}
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
+    return {"projections": 2 * 3 * n * d * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * mlp_hidden}
 '''),
     dict(exercise="layer_flops", mistake="counts only Q K^T", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
-    return {"projections": 8 * n * d * d, "attention": 2 * n * n * d, "ffn": 4 * n * d * d_ff}
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
+    return {"projections": 8 * n * d * d, "attention": 2 * n * n * d, "ffn": 4 * n * d * mlp_hidden}
 '''),
     dict(exercise="layer_flops", mistake="one FFN matrix", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
-    return {"projections": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 2 * n * d * d_ff}
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
+    return {"projections": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 2 * n * d * mlp_hidden}
 '''),
-    dict(exercise="layer_flops", mistake="ignores d_ff (uses 4 d_model)", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
+    dict(exercise="layer_flops", mistake="ignores mlp_hidden (uses 4 dim)", source='''
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
     return {"projections": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 16 * n * d * d}
 '''),
     dict(exercise="layer_flops", mistake="N and D swapped in the attention products", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
-    return {"projections": 8 * n * d * d, "attention": 4 * n * d * d, "ffn": 4 * n * d * d_ff}
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
+    return {"projections": 8 * n * d * d, "attention": 4 * n * d * d, "ffn": 4 * n * d * mlp_hidden}
 '''),
     dict(exercise="layer_flops", mistake="float division gives float counts", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
-    macs = {"projections": 4 * n * d * d, "attention": 2 * n * n * d, "ffn": 2 * n * d * d_ff}
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
+    macs = {"projections": 4 * n * d * d, "attention": 2 * n * n * d, "ffn": 2 * n * d * mlp_hidden}
     return {k: v / 0.5 for k, v in macs.items()}
 '''),
     dict(exercise="layer_flops", mistake="returns a tuple instead of a dict", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
-    return (8 * n * d * d, 4 * n * n * d, 4 * n * d * d_ff)
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
+    return (8 * n * d * d, 4 * n * n * d, 4 * n * d * mlp_hidden)
 '''),
     dict(exercise="layer_flops", mistake="counts attention per head of width d/8 without multiplying by the heads", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
-    return {"projections": 8 * n * d * d, "attention": 4 * n * n * max(d // 8, 1), "ffn": 4 * n * d * d_ff}
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
+    return {"projections": 8 * n * d * d, "attention": 4 * n * n * max(d // 8, 1), "ffn": 4 * n * d * mlp_hidden}
 '''),
     dict(exercise="layer_flops", mistake="projection cost N^2 D", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
-    return {"projections": 8 * n * n * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * d_ff}
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
+    return {"projections": 8 * n * n * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * mlp_hidden}
 '''),
     dict(exercise="layer_flops", mistake="wrong key names", source='''
-def layer_flops(n_tokens, d_model, d_ff):
-    n, d = n_tokens, d_model
-    return {"qkvo": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * d_ff}
+def layer_flops(n_tokens, dim, mlp_hidden):
+    n, d = n_tokens, dim
+    return {"qkvo": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * mlp_hidden}
 '''),
 ]

@@ -74,44 +74,44 @@ def decoder_self_attention_mask(tgt_lengths, n):
     return ((pos[None, :] <= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]).float()
 '''),
     # ------------------------------------------------------------ transformer_lr
-    dict(exercise="transformer_lr", mistake="no d_model factor", source='''
-def transformer_lr(step, d_model, warmup):
+    dict(exercise="transformer_lr", mistake="no dim factor", source='''
+def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return min(step ** -0.5, step * warmup ** -1.5)
 '''),
     dict(exercise="transformer_lr", mistake="warmup^-0.5 in the linear branch", source='''
-def transformer_lr(step, d_model, warmup):
+def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
-    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)
+    return dim ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)
 '''),
     dict(exercise="transformer_lr", mistake="max instead of min", source='''
-def transformer_lr(step, d_model, warmup):
+def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
-    return d_model ** -0.5 * max(step ** -0.5, step * warmup ** -1.5)
+    return dim ** -0.5 * max(step ** -0.5, step * warmup ** -1.5)
 '''),
     dict(exercise="transformer_lr", mistake="step 0 not handled", source='''
-def transformer_lr(step, d_model, warmup):
-    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+def transformer_lr(step, dim, warmup):
+    return dim ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 '''),
     dict(exercise="transformer_lr", mistake="step counted from 1 (uses step + 1)", source='''
-def transformer_lr(step, d_model, warmup):
+def transformer_lr(step, dim, warmup):
     step = step + 1
-    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return dim ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 '''),
     dict(exercise="transformer_lr", mistake="returns a tensor, not a float", source='''
-def transformer_lr(step, d_model, warmup):
+def transformer_lr(step, dim, warmup):
     if step == 0:
         return torch.tensor([0.0])
-    return torch.tensor([d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)])
+    return torch.tensor([dim ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)])
 '''),
     dict(exercise="transformer_lr", mistake="linear branch step / warmup (missing warmup^-0.5)", source='''
-def transformer_lr(step, d_model, warmup):
+def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
-    return d_model ** -0.5 * min(step ** -0.5, step / warmup)
+    return dim ** -0.5 * min(step ** -0.5, step / warmup)
 '''),
     # ------------------------------------------------------------ label_smoothed_loss
     dict(exercise="label_smoothed_loss", mistake="divides by all positions, padding included", source='''
@@ -195,7 +195,7 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     s = q @ k.transpose(-2, -1) / math.sqrt(hd)
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
-    dict(exercise="cross_attention", mistake="scale by sqrt(d_model)", source='''
+    dict(exercise="cross_attention", mistake="scale by sqrt(dim)", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]

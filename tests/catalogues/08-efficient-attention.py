@@ -73,7 +73,7 @@ def repeat_kv(x, n_rep):
 '''),
     dict(exercise="repeat_kv", mistake="calls the reference", source='''
 def repeat_kv(x, n_rep):
-    from course_lib.attention import repeat_kv as _r
+    from course_lib.multi_head import repeat_kv as _r
     return _r(x, n_rep)
 '''),
     # ------------------------------------------------------------ decode_step_with_cache
