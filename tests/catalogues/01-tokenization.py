@@ -176,6 +176,20 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, next_id + k)
     return merges
 '''),
+    dict(exercise="train_bpe", mistake="counts replacements (non-overlapping) instead of occurrences to stop", source='''
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    for k in range(n_merges):
+        pair = most_frequent_pair(ids)
+        if pair is None:
+            break
+        merged = merge(ids, pair, 256 + k)
+        if len(ids) - len(merged) < 2:   # the number of replacements: misses overlapping occurrences
+            break
+        merges.append(pair)
+        ids = merged
+    return merges
+'''),
     dict(exercise="train_bpe", mistake="no early stop: merges pairs that occur once", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
