@@ -185,7 +185,7 @@ def train_throughput(args, device, dtype):
 
     ms = median_ms(step, device, args.repeats, warmup=1)
     img_s = batch / (ms / 1000)
-    flops = vit_train_flops_per_image(cfg.dim, cfg.depth, 1 + h * w, cfg.in_chans * p * p, cfg.mlp_hidden_dim())
+    flops = vit_train_flops_per_image(cfg.dim, cfg.n_layers, 1 + h * w, cfg.in_chans * p * p, cfg.mlp_hidden_dim())
     peak = args.peak_tflops
     if peak is None and device.type == "cuda" and dtype == torch.bfloat16:
         name = torch.cuda.get_device_name()

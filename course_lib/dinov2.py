@@ -77,17 +77,17 @@ class DINOv2Config(ViTConfig):
 
 
 _SIZES = {
-    "s": dict(dim=384, depth=12, n_heads=6),
-    "b": dict(dim=768, depth=12, n_heads=12),
-    "l": dict(dim=1024, depth=24, n_heads=16),
-    "g": dict(dim=1536, depth=40, n_heads=24, mlp="swiglu"),
+    "s": dict(dim=384, n_layers=12, n_heads=6),
+    "b": dict(dim=768, n_layers=12, n_heads=12),
+    "l": dict(dim=1024, n_layers=24, n_heads=16),
+    "g": dict(dim=1536, n_layers=40, n_heads=24, mlp="swiglu"),
 }
 #: The four published backbones, their "-reg" variants (4 registers) and tiny CPU ones.
 DINOV2_PRESETS: dict[str, dict] = {
     **{f"dinov2-{k}/14": v for k, v in _SIZES.items()},
     **{f"dinov2-{k}/14-reg": dict(v, n_registers=4, pos_antialias=True) for k, v in _SIZES.items()},
-    "dinov2-tiny-test": dict(image_size=56, dim=32, depth=2, n_heads=4),
-    "dinov2-tiny-reg-test": dict(image_size=56, dim=32, depth=2, n_heads=4, n_registers=4, mlp="swiglu",
+    "dinov2-tiny-test": dict(image_size=56, dim=32, n_layers=2, n_heads=4),
+    "dinov2-tiny-reg-test": dict(image_size=56, dim=32, n_layers=2, n_heads=4, n_registers=4, mlp="swiglu",
                                  pos_antialias=True),
 }
 

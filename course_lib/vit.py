@@ -117,7 +117,7 @@ class ViTConfig:
         image_size: native resolution, ``int`` (square) or ``(H, W)``; sets the
             grid of learned positions, which are resampled for other sizes.
         patch_size, in_chans: patch side ``P`` and input channels ``C``.
-        dim, depth, n_heads: width ``D``, number of blocks, attention heads.
+        dim, n_layers, n_heads: width ``D``, number of blocks, attention heads.
         mlp_ratio / mlp_hidden: MLP hidden width ``mlp_ratio * dim`` unless
             ``mlp_hidden`` is given.  mlp: ``"gelu"``, ``"gelu_tanh"``, ``"relu"``,
             ``"silu"``, ``"quick_gelu"`` or ``"swiglu"``.
@@ -129,7 +129,7 @@ class ViTConfig:
         dropout: after the embeddings, inside residual branches and before the head.
         attn_dropout: on the attention weights.
         drop_path_rate: stochastic depth of the last block; block ``i`` gets
-            ``drop_path_rate * i / (depth - 1)`` (linearly increasing).
+            ``drop_path_rate * i / (n_layers - 1)`` (linearly increasing).
         attn_impl: ``"eager"`` (math path) or ``"sdpa"`` (fused kernel).
         layerscale: initial LayerScale gain, or None for none (plain ViT).
         pos_antialias: antialiased bicubic when resampling positions (DINOv2 with registers).
@@ -142,7 +142,7 @@ class ViTConfig:
     patch_size: int = 16
     in_chans: int = 3
     dim: int = 768
-    depth: int = 12
+    n_layers: int = 12
     n_heads: int = 12
     mlp_ratio: float = 4.0
     mlp_hidden: int | None = None
@@ -204,14 +204,14 @@ class ViTConfig:
 
 #: Published sizes (Dosovitskiy et al., 2021, table 1; Ti and S from DeiT) and tiny CPU ones.
 PRESETS: dict[str, dict] = {
-    "vit-ti/16": dict(dim=192, depth=12, n_heads=3),
-    "vit-s/16": dict(dim=384, depth=12, n_heads=6),
-    "vit-b/16": dict(dim=768, depth=12, n_heads=12),
-    "vit-b/32": dict(dim=768, depth=12, n_heads=12, patch_size=32),
-    "vit-l/16": dict(dim=1024, depth=24, n_heads=16),
-    "vit-h/14": dict(dim=1280, depth=32, n_heads=16, patch_size=14),
-    "vit-tiny-test": dict(image_size=32, patch_size=8, dim=32, depth=2, n_heads=4, num_classes=10),
-    "vit-tiny-mean-test": dict(image_size=32, patch_size=8, dim=32, depth=2, n_heads=4, num_classes=10,
+    "vit-ti/16": dict(dim=192, n_layers=12, n_heads=3),
+    "vit-s/16": dict(dim=384, n_layers=12, n_heads=6),
+    "vit-b/16": dict(dim=768, n_layers=12, n_heads=12),
+    "vit-b/32": dict(dim=768, n_layers=12, n_heads=12, patch_size=32),
+    "vit-l/16": dict(dim=1024, n_layers=24, n_heads=16),
+    "vit-h/14": dict(dim=1280, n_layers=32, n_heads=16, patch_size=14),
+    "vit-tiny-test": dict(image_size=32, patch_size=8, dim=32, n_layers=2, n_heads=4, num_classes=10),
+    "vit-tiny-mean-test": dict(image_size=32, patch_size=8, dim=32, n_layers=2, n_heads=4, num_classes=10,
                                pool="mean", class_token=False),
 }
 
@@ -235,7 +235,7 @@ class ViT(nn.Module):
         n_pos = int(cfg.class_token) + self.grid[0] * self.grid[1]  # the CLS token (if any) has a position
         self.pos_embed = nn.Parameter(torch.randn(1, n_pos, cfg.dim) * 0.02)
         self.pos_drop = nn.Dropout(cfg.dropout)
-        rates = [cfg.drop_path_rate * i / max(cfg.depth - 1, 1) for i in range(cfg.depth)]
+        rates = [cfg.drop_path_rate * i / max(cfg.n_layers - 1, 1) for i in range(cfg.n_layers)]
         self.blocks = nn.ModuleList(Block(cfg.block_config(r)) for r in rates)
         self.norm = LayerNorm(cfg.dim, cfg.norm_eps)
         self.head_drop = nn.Dropout(cfg.dropout)
@@ -305,7 +305,7 @@ class ViT(nn.Module):
 
     @torch.no_grad()
     def get_attention_maps(self, images: Tensor) -> list[Tensor]:
-        """Attention weights of every block: a list of ``depth`` tensors ``(B, heads, T, T)``.
+        """Attention weights of every block: a list of ``n_layers`` tensors ``(B, heads, T, T)``.
 
         Each block is asked for its weights (``return_weights=True``, always the
         math path); the outputs are those of :meth:`forward_features` up to the final norm.

@@ -139,7 +139,7 @@ def test_local_checkpoint_folder_loads_through_the_registry(hf_models, tmp_path)
 def test_state_dict_that_does_not_fit_raises_value_error(hf_models):
     hf = hf_models["registers"]
     cfg = from_hf(hf).cfg
-    for wrong in (dict(n_registers=2), dict(mlp="swiglu"), dict(depth=3)):
+    for wrong in (dict(n_registers=2), dict(mlp="swiglu"), dict(n_layers=3)):
         with pytest.raises(ValueError, match="lacks|has .* weight|has shape"):
             interop_dinov2.load_hf_state_dict(DINOv2(DINOv2Config(**{**cfg.to_dict(), **wrong})), hf.state_dict())
     with pytest.raises(ValueError, match="expected one of"):
@@ -200,7 +200,7 @@ def test_swiglu_hidden_width_rule():
                                        ("dinov2-l/14", (1024, 24, 16)), ("dinov2-g/14", (1536, 40, 24))])
 def test_presets_have_published_sizes(name, size):
     cfg = DINOv2Config.preset(name)
-    assert (cfg.dim, cfg.depth, cfg.n_heads, cfg.patch_size) == (*size, 14)
+    assert (cfg.dim, cfg.n_layers, cfg.n_heads, cfg.patch_size) == (*size, 14)
     assert cfg.mlp == ("swiglu" if name.startswith("dinov2-g") else "gelu")
     assert DINOV2_PRESETS[name + "-reg"]["n_registers"] == 4
 
@@ -382,7 +382,7 @@ def test_dino_train_step_updates_student_teacher_and_center():
     import copy
     from course_lib.dino import dino_train_step, random_multi_crop
     torch.manual_seed(0)
-    cfg = DINOv2Config(image_size=28, patch_size=7, dim=16, depth=1, n_heads=2, layerscale=0.1)
+    cfg = DINOv2Config(image_size=28, patch_size=7, dim=16, n_layers=1, n_heads=2, layerscale=0.1)
     student = torch.nn.Sequential(DINOv2(cfg), DINOHead(16, out_dim=12, hidden_dim=16, bottleneck_dim=8))
     teacher = copy.deepcopy(student).requires_grad_(False)
     opt = torch.optim.AdamW(student.parameters(), lr=1e-3)

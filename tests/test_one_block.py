@@ -15,8 +15,8 @@ from course_lib.swin import Swin, SwinConfig, WindowAttention
 from course_lib.vit import ViT, ViTConfig
 
 MODELS = {
-    "vit": lambda: ViT(ViTConfig(image_size=16, patch_size=4, dim=16, depth=2, n_heads=2, num_classes=3)),
-    "dinov2": lambda: DINOv2(DINOv2Config(image_size=16, patch_size=4, dim=16, depth=2, n_heads=2, n_registers=2)),
+    "vit": lambda: ViT(ViTConfig(image_size=16, patch_size=4, dim=16, n_layers=2, n_heads=2, num_classes=3)),
+    "dinov2": lambda: DINOv2(DINOv2Config(image_size=16, patch_size=4, dim=16, n_layers=2, n_heads=2, n_registers=2)),
     "decoder_lm": lambda: DecoderLM(DecoderLMConfig(vocab_size=11, dim=16, n_layers=2, n_heads=2, max_seq_len=8)),
     "seq2seq": lambda: Seq2SeqTransformer(Seq2SeqConfig(vocab_size=11, dim=16, n_heads=2, mlp_hidden=32,
                                                         n_enc_layers=2, n_dec_layers=1, max_len=8)),
@@ -103,10 +103,10 @@ def test_an_unknown_norm_path_is_rejected_by_name(cls):
 
 
 def test_configs_share_one_vocabulary():
-    """Width is `dim`, heads `n_heads`, the MLP's hidden width `mlp_hidden`, the attention path `attn_impl`."""
+    """Width is `dim`, heads `n_heads`, blocks `n_layers`, the MLP hidden width `mlp_hidden`, the attention path `attn_impl`."""
     from dataclasses import fields
     for cfg in (ViTConfig, DINOv2Config, DecoderLMConfig, Seq2SeqConfig, SwinConfig, blocks.BlockConfig):
         names = {f.name for f in fields(cfg)}
         assert {"dim", "n_heads"} <= names, f"{cfg.__name__}: {sorted(names)}"
-        assert not names & {"d_model", "embed_dim", "num_heads", "d_ff", "fused", "hidden_dim"}, cfg.__name__
+        assert not names & {"d_model", "embed_dim", "num_heads", "d_ff", "fused", "hidden_dim", "depth"}, cfg.__name__
         assert "attn_impl" in names, cfg.__name__

@@ -143,7 +143,7 @@ def test_state_dict_that_does_not_fit_raises_value_error(hf_models):
     hf = hf_models["no-qkv-bias"]
     cfg = interop_vit.config_from_hf(hf.config)
     with pytest.raises(ValueError, match="lacks|has .* weight|has shape"):
-        interop_vit.load_hf_state_dict(ViT(ViTConfig(**{**cfg.to_dict(), "depth": 1})), hf.state_dict())
+        interop_vit.load_hf_state_dict(ViT(ViTConfig(**{**cfg.to_dict(), "n_layers": 1})), hf.state_dict())
     with pytest.raises(ValueError, match="lacks|has .* weight|has shape"):  # qkv biases expected but missing
         interop_vit.load_hf_state_dict(ViT(ViTConfig(**{**cfg.to_dict(), "qkv_bias": True})), hf.state_dict())
     with pytest.raises(ValueError, match="no course_lib ViT parameter"):
@@ -243,7 +243,7 @@ def test_position_embeddings_are_resampled_to_the_input_grid():
 
 
 def test_drop_path_increases_linearly_with_depth():
-    model = ViT(ViTConfig.preset("vit-tiny-test", depth=5, drop_path_rate=0.2))
+    model = ViT(ViTConfig.preset("vit-tiny-test", n_layers=5, drop_path_rate=0.2))
     rates = [b.attn_res.drop_path.p for b in model.blocks]
     assert rates == pytest.approx([0.0, 0.05, 0.1, 0.15, 0.2])
 

@@ -36,7 +36,7 @@ def config_from_hf(hf_config, *, registers_model: bool, attn_impl: str = "sdpa")
     image_size = tuple(image_size) if isinstance(image_size, (list, tuple)) else int(image_size)
     return DINOv2Config(
         image_size=image_size, patch_size=square(hf_config.patch_size, "patch_size"),
-        in_chans=hf_config.num_channels, dim=hf_config.hidden_size, depth=hf_config.num_hidden_layers,
+        in_chans=hf_config.num_channels, dim=hf_config.hidden_size, n_layers=hf_config.num_hidden_layers,
         n_heads=hf_config.num_attention_heads, mlp_ratio=hf_config.mlp_ratio,
         mlp="swiglu" if hf_config.use_swiglu_ffn else HF_ACTIVATIONS[act], qkv_bias=hf_config.qkv_bias,
         norm_eps=hf_config.layer_norm_eps, pool="cls", num_classes=0, dropout=hf_config.hidden_dropout_prob,
