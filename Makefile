@@ -13,6 +13,8 @@
 #   make mutants    mutation-test the assignments' hidden tests (minutes; MUTANTS_ARGS="--assignment 02-attention")
 #   make portability  nbval strict on every chapter notebook under each CPU-kernel and thread variant (minutes)
 #   make seeds      every claim of the chapter notebooks over seeds 0-4, with its smallest margin (minutes)
+#   make zoo        train every model of the zoo from its recipe into course_lib/zoo/ (MODEL=<name>: one;
+#                   resumes from _build/zoo/<name>.pt; on the GPU when there is one)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -29,7 +31,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all system-book system-test setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability
+.PHONY: all system-book system-test setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo
 
 all: help
 
@@ -72,6 +74,10 @@ portability: $(STAMP)
 SEEDS ?= 0-4
 seeds: $(STAMP)
 	$(BIN)/python -m tools.portability seeds --seeds $(SEEDS)
+
+MODEL ?=
+zoo: $(STAMP)
+	$(BIN)/python -m tools.zoo train $(MODEL)
 
 # The quick checks (a minute once the book is built; the build itself is cached).
 check: book

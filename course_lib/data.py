@@ -14,12 +14,19 @@ Three kinds of data:
   crosses on noisy backgrounds, a four-class image problem small enough for a
   Vision Transformer to learn on a CPU.
 * **Character text** (:func:`char_corpus`, :func:`text_batches`): any string
-  turned into next-token prediction batches for a decoder language model.
+  turned into next-token prediction batches for a decoder language model, and
+  an English corpus that is on every machine (:func:`python_docs_text`: the
+  465,126 characters of Python's own help topics, ``pydoc_data.topics``,
+  shipped with the course as a fixed copy so that every Python version reads
+  the same text).
 """
 
 from __future__ import annotations
 
+import lzma
+import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 import torch
@@ -38,6 +45,10 @@ __all__ = [
     "char_corpus",
     "text_batches",
     "shapes_with_masks",
+    "python_docs_text",
+    "text_windows",
+    "SCENE_CLASSES",
+    "scenes",
 ]
 
 # --------------------------------------------------------------------------
@@ -202,6 +213,106 @@ def shapes_dataset(
 
 
 # --------------------------------------------------------------------------
+# Scenes: several textured objects on textured backgrounds
+# --------------------------------------------------------------------------
+SCENE_CLASSES = ("square", "circle", "triangle", "cross", "ring", "diamond")
+"""Class names of :func:`scenes`; label ``k`` is ``SCENE_CLASSES[k]``."""
+
+
+def _shape_masks(u: Tensor, v: Tensor) -> Tensor:
+    """``(len(SCENE_CLASSES), ...)`` bool: each class's shape at relative coordinates ``(u, v)`` (see :func:`scenes`)."""
+    au, av = u.abs(), v.abs()
+    d2 = u**2 + v**2
+    return torch.stack([
+        torch.maximum(au, av) <= 1,
+        d2 <= 1,
+        (v <= 1) & (2 * au <= v + 1),
+        (torch.minimum(au, av) <= 0.3) & (torch.maximum(au, av) <= 1),
+        (d2 <= 1) & (d2 >= 0.45),
+        au + av <= 1,
+    ])
+
+
+def _texture(n: int, size: int, uniform, ys: Tensor, xs: Tensor) -> Tensor:
+    """``(n, size, size)`` in ``[-1, 1]``: per image, stripes at a random angle and period, or a checkerboard."""
+    angle = uniform(n, 1, 1, high=math.pi)
+    period = uniform(n, 1, 1, low=3.0, high=8.0)
+    phase = uniform(n, 1, 1, high=2 * math.pi)
+    stripes = torch.sin(2 * math.pi * (xs * torch.cos(angle) + ys * torch.sin(angle)) / period + phase)
+    checker = torch.sin(2 * math.pi * xs / period + phase) * torch.sin(2 * math.pi * ys / period + phase)
+    return torch.where(uniform(n, 1, 1) < 0.5, stripes, checker)
+
+
+def scenes(
+    n: int, size: int = 32, generator: torch.Generator | None = None, *, max_distractors: int = 3, noise: float = 0.04
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``n`` images of a large object among smaller ones, on textured backgrounds, with the large object's mask.
+
+    The label is the class (:data:`SCENE_CLASSES`) of the **target**, the one
+    large object: half-width between ``size / 5`` and ``size / 3`` pixels. Up to
+    ``max_distractors`` smaller objects (half-width ``size / 14`` to ``size / 7``,
+    of any class, the target's included) are placed anywhere and drawn in a
+    random order with the target, so they may hide part of it (occlusion).
+    Every object has a random colour and a random texture (plain, or stripes or
+    a checkerboard at a random angle and period); the background is a random
+    two-colour gradient with a texture of its own. Colour, texture and position
+    carry no information about the label: only the target's shape does. Pixel
+    noise of standard deviation ``noise`` is added, pixels clipped to ``[0, 1]``
+    and mapped to ``[-1, 1]`` by ``2 x - 1``. The shapes, in coordinates
+    relative to an object's centre and half-width (``y`` pointing down)::
+
+        square    max(|u|, |v|) <= 1          ring     0.45 <= u^2 + v^2 <= 1
+        circle    u^2 + v^2 <= 1              diamond  |u| + |v| <= 1
+        triangle  v <= 1 and 2|u| <= v + 1    cross    min(|u|, |v|) <= 0.3 and max(|u|, |v|) <= 1
+
+    Returns:
+        ``(images, labels, masks)``: float ``(n, 3, size, size)`` in ``[-1, 1]``,
+        long ``(n,)``, and bool ``(n, size, size)``: the target's visible pixels.
+    """
+    if n < 0 or size < 16:
+        raise ValueError(f"need n >= 0 and size >= 16, got n={n}, size={size}")
+    if max_distractors < 0 or noise < 0:
+        raise ValueError(f"max_distractors and noise must be >= 0, got {max_distractors} and {noise}")
+
+    def uniform(*shape: int, low: float = 0.0, high: float = 1.0) -> Tensor:
+        return low + (high - low) * torch.rand(*shape, generator=generator)
+
+    k = len(SCENE_CLASSES)
+    ys, xs = torch.meshgrid(torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32),
+                            indexing="ij")
+    rows = torch.arange(n)
+    # background: a gradient between two colours along a random direction, times a faint texture
+    c0, c1 = uniform(n, 3, 1, 1), uniform(n, 3, 1, 1)
+    angle = uniform(n, 1, 1, high=2 * math.pi)
+    ramp = ((xs * torch.cos(angle) + ys * torch.sin(angle)) / size + 1) / 2  # (n, size, size), about [0, 1]
+    images = c0 + (c1 - c0) * ramp[:, None]
+    images = images * (1 + 0.15 * _texture(n, size, uniform, ys, xs)[:, None])
+
+    labels = torch.randint(k, (n,), generator=generator)
+    n_objects = 1 + max_distractors
+    present = torch.arange(n_objects)[None, :] <= torch.randint(max_distractors + 1, (n, 1), generator=generator)
+    classes = torch.cat([labels[:, None], torch.randint(k, (n, max_distractors), generator=generator)], dim=1)
+    order = torch.rand(n, n_objects, generator=generator).argsort(dim=1)  # drawing order, per image
+    target_mask = torch.zeros(n, size, size, dtype=torch.bool)
+    for slot in range(n_objects):
+        obj = order[:, slot]  # (n,) which object is drawn at this slot
+        is_target = obj == 0
+        r = torch.where(is_target, uniform(n, low=size / 5, high=size / 3), uniform(n, low=size / 14, high=size / 7))
+        r = r[:, None, None]
+        cx = r + uniform(n, 1, 1) * (size - 1 - 2 * r)
+        cy = r + uniform(n, 1, 1) * (size - 1 - 2 * r)
+        shape = _shape_masks((xs - cx) / r, (ys - cy) / r)[classes[rows, obj], rows]  # (n, size, size)
+        shape &= present[rows, obj][:, None, None]
+        colour = uniform(n, 3, 1, 1)
+        textured = uniform(n, 1, 1, 1) < 0.5
+        fill = colour * (1 + torch.where(textured, 0.35 * _texture(n, size, uniform, ys, xs)[:, None], 0.0))
+        images = torch.where(shape[:, None], fill, images)
+        target_mask = torch.where(is_target[:, None, None], shape, target_mask & ~shape)
+    images = images + noise * torch.randn(n, 3, size, size, generator=generator)
+    return images.clamp(0, 1) * 2 - 1, labels, target_mask
+
+
+# --------------------------------------------------------------------------
 # Character-level text
 # --------------------------------------------------------------------------
 @dataclass
@@ -276,3 +387,30 @@ def text_batches(
         starts = torch.randint(len(ids) - block_size, (batch_size, 1), generator=generator)
         chunk = ids[starts + window]  # (batch_size, block_size + 1)
         yield chunk[:, :-1], chunk[:, 1:]
+
+
+def text_windows(ids: Tensor, n: int, length: int, generator: torch.Generator | None = None) -> Tensor:
+    """``(n, length + 1)``: ``n`` windows of ``length + 1`` consecutive tokens at random offsets of ``ids``.
+
+    A fixed evaluation set for a language model: inputs ``w[:, :-1]``,
+    targets ``w[:, 1:]``.
+    """
+    if len(ids) < length + 2:
+        raise ValueError(f"need at least length + 2 = {length + 2} tokens, got {len(ids)}")
+    starts = torch.randint(0, len(ids) - length - 1, (n,), generator=generator)
+    return torch.stack([ids[s:s + length + 1] for s in starts.tolist()])
+
+
+_PYTHON_DOCS = Path(__file__).resolve().parent / "corpora" / "python_docs.txt.xz"
+
+
+def python_docs_text() -> str:
+    """Python 3.11's help topics (``pydoc_data.topics``), joined in sorted topic order: English prose with code.
+
+    465,126 characters, 103 distinct. A copy ships with the course
+    (``course_lib/corpora/python_docs.txt.xz``, 95 KB) because the module's text
+    changes between Python releases; made by ``"\\n\\n".join(topics[k] for k in
+    sorted(topics))``.
+    """
+    return lzma.decompress(_PYTHON_DOCS.read_bytes()).decode("utf-8")
+
