@@ -45,6 +45,7 @@ def test_the_card_records_the_recipe_it_was_trained_by(name):
         assert key in card["machine"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", STORED)
 def test_the_first_steps_of_the_recipe_reproduce_the_start_of_the_stored_curve(name):
     torch.set_num_threads(1)
@@ -58,6 +59,7 @@ def test_the_first_steps_of_the_recipe_reproduce_the_start_of_the_stored_curve(n
         assert math.isclose(record["lr"], ref["lr"], rel_tol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", STORED)
 def test_the_stored_weights_reproduce_the_cards_metrics(name):
     torch.set_num_threads(1)
