@@ -13,6 +13,10 @@ Three kinds of data:
 * **Shape images** (:func:`shapes_dataset`): squares, circles, triangles and
   crosses on noisy backgrounds, a four-class image problem small enough for a
   Vision Transformer to learn on a CPU.
+* **Dates to translate** (:func:`date_pairs`): one calendar date written in
+  one of many human formats ("Tuesday, 24 November 2026", "24.11.2026",
+  "the 24th of November 2026") and its ISO form ("2026-11-24"), a small
+  translation problem with reordering, for the encoder-decoder.
 * **Character text** (:func:`char_corpus`, :func:`text_batches`): any string
   turned into next-token prediction batches for a decoder language model, and
   an English corpus that is on every machine (:func:`python_docs_text`: the
@@ -23,6 +27,7 @@ Three kinds of data:
 
 from __future__ import annotations
 
+import datetime as _dt
 import lzma
 import math
 from dataclasses import dataclass
@@ -49,6 +54,13 @@ __all__ = [
     "text_windows",
     "SCENE_CLASSES",
     "scenes",
+    "DATE_FORMATS",
+    "DATE_CHARS",
+    "format_date",
+    "date_pairs",
+    "DATE_HOLDOUT",
+    "encode_dates",
+    "decode_dates",
 ]
 
 # --------------------------------------------------------------------------
@@ -131,6 +143,119 @@ def sequence_task(
     target = torch.cat([torch.full((n, 1), BOS), out, torch.full((n, 1), PAD)], dim=1)
     target[rows, lengths + 1] = EOS
     return source, target
+
+
+# --------------------------------------------------------------------------
+# Dates: a translation task with reordering
+# --------------------------------------------------------------------------
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+#: the source formats of :func:`date_pairs`, as :func:`format_date` writes 24 November 2026
+DATE_FORMATS = ("day_month_year", "month_day_year", "weekday_day_month_year", "short_weekday_day_month_year",
+                "day_short_month_year", "short_month_day_year", "dotted", "slashed_iso", "ordinal")
+_FIRST_DAY, _LAST_DAY = _dt.date(1900, 1, 1).toordinal(), _dt.date(2099, 12, 31).toordinal()
+
+
+def _ordinal_suffix(day: int) -> str:
+    if day in (11, 12, 13):
+        return "th"
+    return {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+
+
+def format_date(date: _dt.date, fmt: str) -> str:
+    """``date`` written in source format ``fmt`` (one of :data:`DATE_FORMATS`)."""
+    d, m, y = date.day, _MONTHS[date.month - 1], date.year
+    w = _WEEKDAYS[date.weekday()]
+    forms = {
+        "day_month_year": f"{d} {m} {y}",                      # 24 November 2026
+        "month_day_year": f"{m} {d}, {y}",                     # November 24, 2026
+        "weekday_day_month_year": f"{w}, {d} {m} {y}",         # Tuesday, 24 November 2026
+        "short_weekday_day_month_year": f"{w[:3]} {d} {m[:3]} {y}",  # Tue 24 Nov 2026
+        "day_short_month_year": f"{d} {m[:3]} {y}",            # 24 Nov 2026
+        "short_month_day_year": f"{m[:3]} {d} {y}",            # Nov 24 2026
+        "dotted": f"{d:02d}.{date.month:02d}.{y}",            # 24.11.2026
+        "slashed_iso": f"{y}/{date.month:02d}/{d:02d}",        # 2026/11/24
+        "ordinal": f"the {d}{_ordinal_suffix(d)} of {m} {y}",  # the 24th of November 2026
+    }
+    if fmt not in forms:
+        raise ValueError(f"fmt must be one of {DATE_FORMATS}, got {fmt!r}")
+    return forms[fmt]
+
+
+#: the characters of every source and target: token ``N_SPECIAL + i`` is ``DATE_CHARS[i]``
+DATE_CHARS = "".join(sorted(set("".join(_MONTHS + _WEEKDAYS) + "0123456789 ,./-" + "the of st nd rd th")))
+
+
+def encode_dates(texts: list[str], bos: bool = False) -> Tensor:
+    """Strings -> ``(n, longest + 1 [+ 1])`` long: ``[BOS] c_1 ... c_L EOS PAD ...`` (the conventions of
+    :func:`sequence_task`), with character ``c`` as token ``N_SPECIAL + DATE_CHARS.index(c)``."""
+    index = {c: N_SPECIAL + i for i, c in enumerate(DATE_CHARS)}
+    unknown = sorted(set("".join(texts)) - index.keys())
+    if unknown:
+        raise ValueError(f"characters {unknown} are not in DATE_CHARS")
+    width = max((len(t) for t in texts), default=0) + 1 + int(bos)
+    out = torch.full((len(texts), width), PAD, dtype=torch.long)
+    for i, t in enumerate(texts):
+        ids = ([BOS] if bos else []) + [index[c] for c in t] + [EOS]
+        out[i, :len(ids)] = torch.tensor(ids)
+    return out
+
+
+def decode_dates(ids: Tensor) -> list[str]:
+    """``(n, L)`` token ids -> strings: the characters up to the first ``EOS`` (``BOS`` and ``PAD`` skipped)."""
+    texts = []
+    for row in ids.tolist():
+        chars = []
+        for t in row:
+            if t == EOS:
+                break
+            if t >= N_SPECIAL:
+                chars.append(DATE_CHARS[t - N_SPECIAL] if t - N_SPECIAL < len(DATE_CHARS) else "?")
+        texts.append("".join(chars))
+    return texts
+
+
+#: one day in ``DATE_HOLDOUT`` (every 11th from 1900-01-01) is kept for testing: split "test" draws only those,
+#: split "train" never does
+DATE_HOLDOUT = 11
+DATE_SPLITS = ("train", "test", "all")
+
+
+def date_pairs(n: int, generator: torch.Generator | None = None, formats: tuple[str, ...] = DATE_FORMATS,
+               split: str = "all") -> tuple[Tensor, Tensor, list[str], list[str]]:
+    """``n`` dates, uniform over 1900-01-01 to 2099-12-31 (or over the ``split``'s days), each written in a
+    format drawn uniformly from ``formats``, with its ISO form as the translation.
+
+    ``split="test"`` draws from every :data:`DATE_HOLDOUT`-th day only and ``"train"`` from all the others,
+    so a model trained on the one is tested on dates it never saw in any format.
+
+    Returns:
+        ``(source, target, source_texts, target_texts)``: ``source`` ``(n, longest + 1)`` ends in ``EOS``;
+        ``target`` ``(n, 12)`` is ``BOS yyyy-mm-dd EOS`` (see :func:`encode_dates`).
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    bad = [f for f in formats if f not in DATE_FORMATS]
+    if bad or not formats:
+        raise ValueError(f"formats must be a non-empty selection of {DATE_FORMATS}, got {formats!r}")
+    if split not in DATE_SPLITS:
+        raise ValueError(f"split must be one of {DATE_SPLITS}, got {split!r}")
+    n_days = _LAST_DAY - _FIRST_DAY + 1
+    if split == "all":
+        offsets = torch.randint(0, n_days, (n,), generator=generator)
+    elif split == "test":
+        offsets = DATE_HOLDOUT * torch.randint(0, (n_days - 1) // DATE_HOLDOUT + 1, (n,), generator=generator)
+    else:  # the k-th training day skips every holdout day before it
+        n_train = n_days - ((n_days - 1) // DATE_HOLDOUT + 1)
+        k = torch.randint(0, n_train, (n,), generator=generator)
+        offsets = k // (DATE_HOLDOUT - 1) * DATE_HOLDOUT + k % (DATE_HOLDOUT - 1) + 1
+    days = (_FIRST_DAY + offsets).tolist()
+    which = torch.randint(0, len(formats), (n,), generator=generator).tolist()
+    dates = [_dt.date.fromordinal(d) for d in days]
+    sources = [format_date(d, formats[k]) for d, k in zip(dates, which)]
+    targets = [d.isoformat() for d in dates]
+    return encode_dates(sources), encode_dates(targets, bos=True), sources, targets
 
 
 # --------------------------------------------------------------------------

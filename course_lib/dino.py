@@ -12,8 +12,13 @@ A student and an EMA teacher see different crops of an image (Caron et al.,
   keeps the teacher a slow, stable copy of the student;
 * :func:`multi_crop` cuts the global and local views from given boxes
   (:func:`sample_crop_boxes` draws them from a generator);
+* :func:`colour_jitter` changes the colours of each view, so that views
+  cannot be matched by colour alone;
 * :func:`softmax_entropy` measures how spread a distribution is (collapse);
-* :func:`dino_train_step` is one step of the whole loop.
+* :func:`dino_train_step` is one step of the whole loop;
+* :class:`DINOPair` holds the whole state (student, teacher, center) as one
+  module whose :meth:`DINOPair.loss` a generic trainer can drive, with
+  :func:`teacher_momentum`, DINO's schedule of the EMA momentum.
 
 The backbone the recipe trains is :mod:`course_lib.dinov2` (or any module
 mapping images to features).
@@ -21,6 +26,7 @@ mapping images to features).
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -28,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = ["WeightNormLinear", "DINOHead", "dino_loss", "update_center", "ema_update", "sample_crop_boxes",
-           "multi_crop", "random_multi_crop", "softmax_entropy", "dino_train_step"]
+           "multi_crop", "random_multi_crop", "colour_jitter", "softmax_entropy", "dino_train_step", "teacher_momentum", "DINOPair"]
 
 
 # --------------------------------------------------------------------------
@@ -260,6 +266,44 @@ def random_multi_crop(images: Tensor, generator: torch.Generator | None = None, 
     return crops
 
 
+def colour_jitter(images: Tensor, generator: torch.Generator | None = None, *, brightness: float = 0.4,
+                  contrast: float = 0.4, saturation: float = 0.4, p: float = 0.8, shuffle_p: float = 0.5,
+                  grayscale_p: float = 0.2) -> Tensor:
+    """DINO's photometric augmentation, per image, on images in ``[-1, 1]``: ``(B, C, H, W) -> (B, C, H, W)``.
+
+    With probability ``p`` an image gets a random brightness, contrast and
+    saturation factor (each uniform in ``[1 - a, 1 + a]``); with probability
+    ``shuffle_p`` its colour channels are permuted (a coarse hue change);
+    with probability ``grayscale_p`` it turns gray. Two views of one image then
+    rarely share their colours, so the student cannot match the teacher by
+    colour statistics alone: it has to use shape. Returns a new tensor,
+    clamped to ``[-1, 1]``.
+    """
+    if images.ndim != 4 or images.shape[1] != 3:
+        raise ValueError(f"images must be (batch, 3, height, width), got {tuple(images.shape)}")
+    b = images.shape[0]
+
+    def factor(a: float) -> Tensor:
+        f = 1 + a * (2 * torch.rand(b, generator=generator) - 1)
+        return torch.where(apply, f, torch.ones_like(f)).view(b, 1, 1, 1).to(images)
+
+    apply = torch.rand(b, generator=generator) < p
+    fb, fc, fs = factor(brightness), factor(contrast), factor(saturation)
+    perms = torch.stack([torch.randperm(3, generator=generator) for _ in range(b)])
+    shuffle = (torch.rand(b, generator=generator) < shuffle_p).view(b, 1, 1, 1).to(images.device)
+    gray_now = (torch.rand(b, generator=generator) < grayscale_p).view(b, 1, 1, 1).to(images.device)
+    u = (images + 1) / 2                                                    # [0, 1]
+    u = u * fb
+    mean = u.mean(dim=(1, 2, 3), keepdim=True)
+    u = (u - mean) * fc + mean
+    gray = (0.299 * u[:, 0:1] + 0.587 * u[:, 1:2] + 0.114 * u[:, 2:3])
+    u = (u - gray) * fs + gray
+    shuffled = torch.gather(u, 1, perms.to(images.device).view(b, 3, 1, 1).expand_as(u))
+    u = torch.where(shuffle, shuffled, u)
+    u = torch.where(gray_now, gray.expand_as(u), u)
+    return (u.clamp(0, 1) * 2 - 1)
+
+
 def softmax_entropy(logits: Tensor, temperature: float = 1.0) -> Tensor:
     """Mean entropy (nats) of ``softmax(logits / temperature)`` over the last axis: ``(..., K) -> ()``.
 
@@ -297,3 +341,56 @@ def dino_train_step(student: nn.Module, teacher: nn.Module, crops: list[Tensor],
     ema_update(teacher, student, ema_momentum)
     new_center = update_center(center, teacher_out, center_momentum) if centering else center
     return float(loss.detach()), teacher_out, new_center
+
+
+def teacher_momentum(step: int, max_steps: int, base: float = 0.996, final: float = 1.0) -> float:
+    """DINO's EMA momentum at ``step`` (0-based) of ``max_steps``: from ``base`` to ``final`` along a half cosine."""
+    if max_steps < 1 or not 0 <= step <= max_steps:
+        raise ValueError(f"need 0 <= step <= max_steps and max_steps >= 1, got step={step}, max_steps={max_steps}")
+    return final - (final - base) * (math.cos(math.pi * step / max_steps) + 1) / 2
+
+
+class DINOPair(nn.Module):
+    """The whole DINO state as one module: student and teacher (each ``backbone -> DINOHead``) and the center.
+
+    :meth:`loss` is :func:`dino_train_step` without its optimiser step, so any
+    trainer (the course's :class:`~course_lib.training.Trainer`) can run DINO:
+    it first moves the teacher towards the student's latest update (the EMA
+    step that :func:`dino_train_step` takes after its update, taken here at the
+    start of the next step: the same sequence of teachers), then computes the
+    loss on the crops and updates the center. The teacher's parameters never
+    receive gradients (``requires_grad=False``), so an optimiser over
+    ``parameters()`` trains the student alone.
+
+    Args:
+        backbone: images ``(B, C, H, W)`` -> features ``(B, feature_dim)``.
+        feature_dim: the backbone's output width.  out_dim, hidden_dim, bottleneck_dim: of the :class:`DINOHead`.
+    """
+
+    def __init__(self, backbone: nn.Module, feature_dim: int, out_dim: int = 65536, hidden_dim: int = 2048,
+                 bottleneck_dim: int = 256, *, n_global: int = 2, student_temp: float = 0.1,
+                 teacher_temp: float = 0.04, center_momentum: float = 0.9):
+        super().__init__()
+        self.student = nn.Sequential(backbone, DINOHead(feature_dim, out_dim, hidden_dim, bottleneck_dim))
+        self.teacher = copy.deepcopy(self.student).requires_grad_(False)
+        self.register_buffer("center", torch.zeros(1, out_dim))
+        self.n_global, self.student_temp, self.teacher_temp = n_global, student_temp, teacher_temp
+        self.center_momentum = center_momentum
+
+    @property
+    def teacher_backbone(self) -> nn.Module:
+        """The teacher's backbone: the network DINO keeps (and evaluates) after training."""
+        return self.teacher[0]
+
+    def loss(self, crops: list[Tensor], ema_momentum: float) -> Tensor:
+        """EMA step of the teacher, then the DINO loss of the student on ``crops`` (global crops first)."""
+        if len(crops) <= self.n_global:
+            raise ValueError(f"need the {self.n_global} global crops and at least one more, got {len(crops)} crops")
+        ema_update(self.teacher, self.student, ema_momentum)
+        with torch.no_grad():
+            teacher_out = torch.stack([self.teacher(c) for c in crops[:self.n_global]])  # (n_global, B, K)
+        student_out = [self.student(c) for c in crops]
+        loss = dino_loss(student_out, teacher_out, self.center, self.student_temp, self.teacher_temp)
+        with torch.no_grad():
+            self.center.copy_(update_center(self.center, teacher_out, self.center_momentum))
+        return loss

@@ -131,7 +131,7 @@ class DINOv2(ViT):
 
     def forward_features(self, images: Tensor, masks: Tensor | None = None) -> Tensor:
         """``(B, C, H, W) -> (B, 1 + R + N, D)``; positions are always resampled to the grid."""
-        return self.encode(self.embed(images, masks))
+        return self.encode(self.embed(images, masks), self.patch_embed.grid_size(images))
 
 
 # --------------------------------------------------------------------------

@@ -29,8 +29,15 @@ from course_lib.blocks import Block, BlockConfig
 from course_lib.norms import LayerNorm
 from course_lib.positional import resample_pos_embed
 
-__all__ = ["patchify", "PatchEmbed", "ViTConfig", "PRESETS", "ViT", "prepend_cls_add_pos", "vit_forward",
-           "patch_distances", "mean_attention_distance"]
+__all__ = ["patchify", "PatchEmbed", "ViTConfig", "PRESETS", "POSITIONS", "ViT", "RelativePositionBias",
+           "relative_offset_index", "prepend_cls_add_pos", "vit_forward", "patch_distances", "mean_attention_distance"]
+
+#: How a ViT knows where a patch sits (the ViT paper's ablation, appendix D.4):
+#: ``"learned"`` one learned vector per position of the row-major sequence (1-D, the paper's default);
+#: ``"learned_2d"`` a learned row vector (``D/2``) and column vector (``D/2``), concatenated;
+#: ``"relative"`` no positions in the input, a learned score bias per head for every 2-D offset between patches;
+#: ``"none"`` no position information at all (the patches are a set).
+POSITIONS = ("learned", "learned_2d", "relative", "none")
 
 
 # --------------------------------------------------------------------------
@@ -123,6 +130,8 @@ class ViTConfig:
             ``"silu"``, ``"quick_gelu"`` or ``"swiglu"``.
         qkv_bias: biases of the q/k/v projections.  norm_eps: LayerNorm epsilon
             (the JAX original and timm use 1e-6; Hugging Face ViT 1e-12).
+        positions: ``"learned"`` (1-D table), ``"learned_2d"``, ``"relative"`` or ``"none"``
+            (see :data:`POSITIONS`).
         pool: ``"cls"`` (token 0) or ``"mean"`` (over patch tokens) before the head.
         num_classes: classifier outputs; 0 means no head (``forward`` returns pooled features).
         class_token: prepend a learned CLS token (required by ``pool="cls"``).
@@ -149,6 +158,7 @@ class ViTConfig:
     mlp: str = "gelu"
     qkv_bias: bool = True
     norm_eps: float = 1e-6
+    positions: str = "learned"
     pool: str = "cls"
     num_classes: int = 1000
     class_token: bool = True
@@ -161,6 +171,8 @@ class ViTConfig:
     crop_remainder: bool = False
 
     def __post_init__(self):
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
         if self.pool not in ("cls", "mean"):
             raise ValueError(f"pool must be 'cls' or 'mean', got {self.pool!r}")
         if self.pool == "cls" and not self.class_token:
@@ -232,8 +244,16 @@ class ViT(nn.Module):
         self.grid = cfg.grid
         self.patch_embed = PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.dim, crop_remainder=cfg.crop_remainder)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.class_token else None
-        n_pos = int(cfg.class_token) + self.grid[0] * self.grid[1]  # the CLS token (if any) has a position
-        self.pos_embed = nn.Parameter(torch.randn(1, n_pos, cfg.dim) * 0.02)
+        n_cls = int(cfg.class_token)  # the CLS token (if any) has a position
+        self.pos_embed = self.pos_rows = self.pos_cols = self.rel_pos = None
+        if cfg.positions == "learned":
+            self.pos_embed = nn.Parameter(torch.randn(1, n_cls + self.grid[0] * self.grid[1], cfg.dim) * 0.02)
+        elif cfg.positions == "learned_2d":  # row half and column half; CLS keeps a whole vector of its own
+            self.pos_embed = nn.Parameter(torch.randn(1, n_cls, cfg.dim) * 0.02)
+            self.pos_rows = nn.Parameter(torch.randn(1, self.grid[0], cfg.dim // 2) * 0.02)
+            self.pos_cols = nn.Parameter(torch.randn(1, self.grid[1], cfg.dim - cfg.dim // 2) * 0.02)
+        elif cfg.positions == "relative":
+            self.rel_pos = nn.ModuleList(RelativePositionBias(self.grid, cfg.n_heads, n_cls) for _ in range(cfg.n_layers))
         self.pos_drop = nn.Dropout(cfg.dropout)
         rates = [cfg.drop_path_rate * i / max(cfg.n_layers - 1, 1) for i in range(cfg.n_layers)]
         self.blocks = nn.ModuleList(Block(cfg.block_config(r)) for r in rates)
@@ -245,7 +265,9 @@ class ViT(nn.Module):
     def _init_weights(self):
         if self.cls_token is not None:
             nn.init.normal_(self.cls_token, std=1e-6)
-        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        for table in (self.pos_embed, self.pos_rows, self.pos_cols):
+            if table is not None:
+                nn.init.trunc_normal_(table, std=0.02)
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 nn.init.trunc_normal_(m.weight, std=0.02)
@@ -258,11 +280,36 @@ class ViT(nn.Module):
         return int(self.cls_token is not None)
 
     def pos_embed_for(self, grid: tuple[int, int]) -> Tensor:
-        """Learned positions ``(1, n_pos + gh * gw, D)`` for a patch grid (``n_pos``: prefix tokens with a position), resampled
-        bicubically (in float32) from the native grid when it differs."""
-        return resample_pos_embed(self.pos_embed, grid, old_grid=self.grid,
-                                  n_prefix=self.pos_embed.shape[1] - self.grid[0] * self.grid[1],
-                                  mode="bicubic", antialias=self.cfg.pos_antialias)
+        """Positions ``(1, n_pos + gh * gw, D)`` added to the tokens of a patch grid (``n_pos``: prefix tokens with
+        a position), resampled bicubically (in float32) from the native grid when it differs.
+
+        ``"learned_2d"``: row ``i`` and column ``j`` vectors concatenated (each resampled along its own axis);
+        ``"relative"`` and ``"none"``: zeros, nothing is added to the input.
+        """
+        positions = self.cfg.positions
+        if positions == "learned":
+            return resample_pos_embed(self.pos_embed, grid, old_grid=self.grid,
+                                      n_prefix=self.pos_embed.shape[1] - self.grid[0] * self.grid[1],
+                                      mode="bicubic", antialias=self.cfg.pos_antialias)
+        if positions == "learned_2d":
+            rows, cols = self.pos_rows, self.pos_cols
+            if tuple(grid) != tuple(self.grid):
+                rows = F.interpolate(rows.transpose(1, 2).float(), size=grid[0], mode="linear", align_corners=False)
+                cols = F.interpolate(cols.transpose(1, 2).float(), size=grid[1], mode="linear", align_corners=False)
+                rows, cols = rows.transpose(1, 2).to(self.pos_rows.dtype), cols.transpose(1, 2).to(self.pos_cols.dtype)
+            table = torch.cat([rows[:, :, None].expand(-1, -1, grid[1], -1),
+                               cols[:, None].expand(-1, grid[0], -1, -1)], dim=-1).flatten(1, 2)  # (1, gh*gw, D)
+            return torch.cat([self.pos_embed, table], dim=1)
+        n_cls = int(self.cls_token is not None)
+        return self.patch_embed.proj.weight.new_zeros(1, n_cls + grid[0] * grid[1], self.cfg.dim)
+
+    def attention_bias(self, layer: int, grid: tuple[int, int]) -> dict:
+        """The extra arguments of block ``layer``'s attention: ``{"bias": (heads, T, T)}`` for relative positions, else none."""
+        if self.rel_pos is None:
+            return {}
+        if tuple(grid) != tuple(self.grid):
+            raise ValueError(f"relative positions were learned on the {self.grid} grid; got a {tuple(grid)} grid")
+        return {"bias": self.rel_pos[layer]()}
 
     def embed(self, images: Tensor) -> Tensor:
         """``(B, C, H, W) -> (B, 1 + N, D)``: the encoder's input ``z_0`` (eq. 1), by :func:`prepend_cls_add_pos`."""
@@ -272,10 +319,14 @@ class ViT(nn.Module):
             return self.pos_drop(patches + pos)
         return self.pos_drop(prepend_cls_add_pos(patches, self.cls_token, pos))
 
-    def encode(self, tokens: Tensor) -> Tensor:
-        """``(B, T, D) -> (B, T, D)``: the blocks (eqs. 2-3) then the final LayerNorm (eq. 4)."""
-        for block in self.blocks:
-            tokens = block(tokens)
+    def encode(self, tokens: Tensor, grid: tuple[int, int] | None = None) -> Tensor:
+        """``(B, T, D) -> (B, T, D)``: the blocks (eqs. 2-3) then the final LayerNorm (eq. 4).
+
+        ``grid``: the patch grid of the tokens (the native one if None), for relative positions.
+        """
+        grid = self.grid if grid is None else grid
+        for i, block in enumerate(self.blocks):
+            tokens = block(tokens, **self.attention_bias(i, grid))
         return self.norm(tokens)
 
     def forward_features(self, images: Tensor) -> Tensor:
@@ -284,7 +335,7 @@ class ViT(nn.Module):
         Any ``H, W`` that are multiples of the patch size work: the positions are
         resampled to the grid (as HF's ``interpolate_pos_encoding=True``).
         """
-        return self.encode(self.embed(images))
+        return self.encode(self.embed(images), self.patch_embed.grid_size(images))
 
     def forward_head(self, features: Tensor, pre_logits: bool = False) -> Tensor:
         """``(B, T, D) -> (B, num_classes)``; ``(B, D)`` pooled features if ``pre_logits``.
@@ -311,8 +362,9 @@ class ViT(nn.Module):
         math path); the outputs are those of :meth:`forward_features` up to the final norm.
         """
         x, maps = self.embed(images), []
-        for block in self.blocks:
-            x, w = block(x, return_weights=True)
+        grid = self.patch_embed.grid_size(images)
+        for i, block in enumerate(self.blocks):
+            x, w = block(x, return_weights=True, **self.attention_bias(i, grid))
             maps.append(w)
         return maps
 
@@ -320,8 +372,47 @@ class ViT(nn.Module):
         """Parameter count; without the position table (and CLS) if ``include_embeddings=False``."""
         n = sum(p.numel() for p in self.parameters())
         if not include_embeddings:
-            n -= self.pos_embed.numel() + (self.cls_token.numel() if self.cls_token is not None else 0)
+            tables = [self.pos_embed, self.pos_rows, self.pos_cols, self.cls_token]
+            n -= sum(t.numel() for t in tables if t is not None)
         return n
+
+
+def relative_offset_index(grid: tuple[int, int]) -> Tensor:
+    """``(N, N)`` long, ``N = gh * gw``: entry ``[i, j]`` numbers the 2-D offset ``pos_i - pos_j`` of two patches.
+
+    Offsets ``(dy, dx)`` in ``[-(gh-1), gh-1] x [-(gw-1), gw-1]`` are numbered
+    row-major: ``(dy + gh-1) * (2gw-1) + (dx + gw-1)``, so there are
+    ``(2gh-1)(2gw-1)`` of them. (Swin's ``relative_position_index`` is the same
+    numbering inside a square window.)
+    """
+    gh, gw = grid
+    coords = torch.stack(torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")).flatten(1)  # (2, N)
+    rel = coords[:, :, None] - coords[:, None, :]                                                        # (2, N, N)
+    return (rel[0] + gh - 1) * (2 * gw - 1) + (rel[1] + gw - 1)
+
+
+class RelativePositionBias(nn.Module):
+    """A learned attention-score bias per head for every 2-D offset between patches: ``() -> (heads, T, T)``.
+
+    Attention then depends on where a key sits *relative to* the query, not on
+    absolute positions (Shaw et al., 2018, in the 2-D form of Swin and BEiT).
+    Pairs involving a prefix token (CLS) get one of three extra learned biases
+    per head: prefix to patch, patch to prefix, prefix to prefix.
+    """
+
+    def __init__(self, grid: tuple[int, int], n_heads: int, n_prefix: int = 1):
+        super().__init__()
+        gh, gw = grid
+        n_offsets = (2 * gh - 1) * (2 * gw - 1)
+        self.table = nn.Parameter(torch.zeros(n_heads, n_offsets + 3))
+        index = torch.full((n_prefix + gh * gw,) * 2, n_offsets + 2, dtype=torch.long)  # prefix -> prefix
+        index[n_prefix:, n_prefix:] = relative_offset_index(grid)
+        index[:n_prefix, n_prefix:] = n_offsets      # a prefix token asks a patch
+        index[n_prefix:, :n_prefix] = n_offsets + 1  # a patch asks a prefix token
+        self.register_buffer("index", index, persistent=False)
+
+    def forward(self) -> Tensor:
+        return self.table[:, self.index]
 
 
 # --------------------------------------------------------------------------

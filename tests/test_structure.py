@@ -12,7 +12,8 @@ from nbtools import ROOT
 #: module -> the chapter that teaches it
 CHAPTER = {
     "tokenizer": 1, "positional": 1, "attention": 2, "multi_head": 3, "norms": 4, "mlp": 5, "blocks": 5,
-    "seq2seq": 6, "decoder_lm": 7, "efficient": 8, "vit": 9, "cnn": 9, "dinov2": 10, "dino": 10, "swin": 11,
+    "seq2seq": 6, "decoder_lm": 7, "efficient": 8, "vit": 9, "cnn": 9, "dinov2": 10, "dino": 10, "probes": 10,
+    "swin": 11,
 }
 #: tools around the book, free to import any chapter's module
 UTILITIES = {"__init__", "grading", "training", "data", "interop", "experiment", "counting", "zoo"}

@@ -23,6 +23,7 @@ them with the start of the stored curve.
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import os
 import platform
@@ -37,7 +38,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import zoo
-from course_lib.data import SCENE_CLASSES, char_corpus, python_docs_text, scenes
+from course_lib.data import (DATE_CHARS, DATE_FORMATS, DATE_HOLDOUT, N_SPECIAL, SCENE_CLASSES, SHAPES, char_corpus,
+                             date_pairs, python_docs_text, scenes, shapes_dataset)
+from course_lib.dino import DINOPair, colour_jitter, random_multi_crop, teacher_momentum
+from course_lib.positional import resample_pos_embed
+from course_lib.probes import knn_accuracy, linear_probe_accuracy, view_retrieval_accuracy
+from course_lib.seq2seq import beam_search, greedy_decode
 from course_lib.training import TrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +65,11 @@ class Recipe:
     dtype: str = "float16"                       # of the stored weights
     notes: str = ""
     extra: dict = field(default_factory=dict)
+    #: the module the trainer starts from, when it is not a fresh ``zoo.build(kind, config)`` (a fine-tuning
+    #: starts from a stored model; DINO would train student, teacher and center together)
+    make_model: Callable[[], nn.Module] | None = None
+    #: the stored model, taken from the trained module (DINO would keep the teacher's backbone)
+    export: Callable[[nn.Module], nn.Module] | None = None
 
 
 def _step_generator(seed: int, step: int) -> torch.Generator:
@@ -127,39 +138,46 @@ SCENE_SIZE = 32
 SCENE_TEST = 2000
 
 
-def scene_accuracy(model: nn.Module, device: torch.device | str = "cpu", batch: int = 500) -> float:
-    x, y, _ = zoo.scene_test_set(SCENE_TEST, SCENE_SIZE)
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for i in range(0, len(x), batch):
-            correct += (model(x[i:i + batch].to(device)).argmax(-1).cpu() == y[i:i + batch]).sum().item()
-    return correct / len(x)
-
-
 def _classifier_recipe(name: str, kind: str, config: dict, *, steps: int, lr: float, batch_size: int = 128,
-                       weight_decay: float = 0.05, notes: str = "") -> Recipe:
-    seed = 0
+                       weight_decay: float = 0.05, train_set: int | None = None, seed: int = 0,
+                       notes: str = "") -> Recipe:
+    """A scene classifier. ``train_set=None``: fresh scenes at every step; ``n``: batches drawn (with
+    replacement) from the ``n`` fixed scenes of :func:`course_lib.zoo.scene_train_set`. ``seed``: of the
+    initialisation and of the batches."""
+    fixed = None if train_set is None else zoo.scene_train_set(train_set, SCENE_SIZE)[:2]
 
     def batch(step: int) -> tuple[Tensor, Tensor]:
-        x, y, _ = scenes(batch_size, SCENE_SIZE, _step_generator(seed, step))
-        return x, y
+        g = _step_generator(seed, step)
+        if fixed is None:
+            x, y, _ = scenes(batch_size, SCENE_SIZE, g)
+            return x, y
+        idx = torch.randint(0, train_set, (batch_size,), generator=g)
+        return fixed[0][idx], fixed[1][idx]
 
     def loss_fn(model, b):
         x, y = b
         return F.cross_entropy(model(x), y)
 
     def evaluate(model, device):
-        return {"test_accuracy": scene_accuracy(model, device)}
+        metrics = {"test_accuracy": zoo.scene_accuracy(model, device=device)}
+        if fixed is not None:  # how well it fits what it saw: the first 2,000 of its training scenes
+            metrics["train_accuracy"] = zoo.scene_accuracy(model, fixed[0][:SCENE_TEST], fixed[1][:SCENE_TEST], device)
+        return metrics
 
+    if fixed is None:
+        data = f"scenes({batch_size}, {SCENE_SIZE}) per step, fresh images from a generator seeded by (seed, step)"
+    else:
+        data = (f"{train_set:,} fixed scenes (course_lib.zoo.scene_train_set({train_set})); batches of {batch_size} "
+                f"drawn with replacement by a generator seeded by (seed, step), no augmentation")
     return Recipe(
         name=name, kind=kind, config=config,
         train=TrainConfig(lr=lr, weight_decay=weight_decay, betas=(0.9, 0.999), warmup_steps=steps // 20,
                           max_steps=steps, min_lr_ratio=0.01, grad_clip=1.0, log_every=25, seed=seed),
-        data=(f"scenes({batch_size}, {SCENE_SIZE}) per step, fresh images from a generator seeded by (seed, step): "
-              f"{len(SCENE_CLASSES)} classes {SCENE_CLASSES}; evaluated on {SCENE_TEST} fixed scenes (course_lib.zoo.scene_test_set)"),
+        data=(f"{data}: {len(SCENE_CLASSES)} classes {SCENE_CLASSES}; evaluated on {SCENE_TEST} fixed scenes "
+              f"(course_lib.zoo.scene_test_set)"),
         batch=batch, loss_fn=loss_fn, evaluate=evaluate, notes=notes,
-        extra={"batch_size": batch_size, "classes": list(SCENE_CLASSES), "image_size": SCENE_SIZE},
+        extra={"batch_size": batch_size, "classes": list(SCENE_CLASSES), "image_size": SCENE_SIZE,
+               "train_set": train_set},
     )
 
 
@@ -174,10 +192,241 @@ def _cnn_recipe() -> Recipe:
     return _classifier_recipe("cnn-scenes", "cnn", config, steps=1500, lr=2e-3)
 
 
+def _swin_recipe() -> Recipe:
+    """Swin at the ViT's size (497k parameters against 461k) and the ViT's recipe: 2x2 patches (a 16x16 map),
+    windows of 4x4 patches, three stages (16x16, 8x8, 4x4 tokens; the last is one window)."""
+    config = dict(image_size=SCENE_SIZE, patch_size=2, dim=36, depths=(2, 2, 2), n_heads=(2, 4, 8), window_size=4,
+                  mlp_ratio=2.0, num_classes=len(SCENE_CLASSES))
+    return _classifier_recipe("swin-scenes", "swin", config, steps=1500, lr=1e-3)
+
+
+def _vit_finetune_recipe(size: int = 48, steps: int = 200, batch_size: int = 64) -> Recipe:
+    """vit-scenes fine-tuned at a higher resolution: its position table interpolated to the larger grid
+    (course_lib.positional.resample_pos_embed, bicubic), then every weight trained on scenes of ``size`` pixels."""
+    base = _vit_recipe()
+    config = {**base.config, "image_size": size}
+    seed = 0
+
+    def make():
+        model = zoo.build("vit", config)
+        pretrained, _ = zoo.load(base.name)
+        state = pretrained.state_dict()
+        grid = (size // config["patch_size"],) * 2
+        state["pos_embed"] = resample_pos_embed(state["pos_embed"], grid, old_grid=pretrained.grid, n_prefix=1)
+        model.load_state_dict(state)
+        return model
+
+    def batch(step: int) -> tuple[Tensor, Tensor]:
+        x, y, _ = scenes(batch_size, size, _step_generator(seed, step))
+        return x, y
+
+    def loss_fn(model, b):
+        x, y = b
+        return F.cross_entropy(model(x), y)
+
+    def evaluate(model, device):
+        x, y, _ = zoo.scene_test_set(SCENE_TEST, size)
+        return {"test_accuracy": zoo.scene_accuracy(model, x, y, device)}
+
+    return Recipe(
+        name=f"vit-scenes-{size}", kind="vit", config=config,
+        train=TrainConfig(lr=3e-4, weight_decay=0.05, betas=(0.9, 0.999), warmup_steps=10, max_steps=steps,
+                          min_lr_ratio=0.1, grad_clip=1.0, log_every=10, seed=seed),
+        data=(f"fine-tuning of {base.name} (its stored weights, positions interpolated from the 8x8 to the "
+              f"{size // 4}x{size // 4} grid): scenes({batch_size}, {size}) per step, fresh images from a generator "
+              f"seeded by (seed, step); evaluated on {SCENE_TEST} fixed scenes of {size} px "
+              f"(course_lib.zoo.scene_test_set({SCENE_TEST}, {size}))"),
+        batch=batch, loss_fn=loss_fn, evaluate=evaluate, make_model=make,
+        extra={"batch_size": batch_size, "classes": list(SCENE_CLASSES), "image_size": size, "from": base.name},
+    )
+
+
+# The small runs: the position-embedding and pooling ablations and the data-regime curve (chapter 9).
+SMALL_STEPS = 1000
+SMALL_VIT = dict(image_size=SCENE_SIZE, patch_size=4, dim=64, n_layers=4, n_heads=4, mlp_ratio=2.0,
+                 num_classes=len(SCENE_CLASSES))
+SMALL_CNN = dict(in_chans=3, widths=(16, 32, 64), blocks=(1, 1, 1), num_classes=len(SCENE_CLASSES))
+DATA_REGIME = (1000, 4000, 16000)
+
+
+def _small_vit(name: str, lr: float = 1e-3, train_set: int | None = None, seed: int = 0,
+               **overrides) -> Callable[[], Recipe]:
+    return lambda: _classifier_recipe(name, "vit", {**SMALL_VIT, **overrides}, steps=SMALL_STEPS, lr=lr, seed=seed,
+                                      train_set=train_set)
+
+
+def _small_cnn(name: str, train_set: int | None = None) -> Callable[[], Recipe]:
+    return lambda: _classifier_recipe(name, "cnn", SMALL_CNN, steps=SMALL_STEPS, lr=2e-3, train_set=train_set)
+
+
+# --------------------------------------------------------------------------
+# seq2seq-dates: the encoder-decoder of chapter 6, translating dates
+# --------------------------------------------------------------------------
+def date_accuracy(model: nn.Module, device: torch.device | str = "cpu", beam_size: int = 1) -> float:
+    """Share of the test dates translated exactly (every character and the final EOS), greedy or by beam."""
+    src, tgt, _, _ = zoo.date_test_set()
+    model.eval()
+    labels = tgt[:, 1:]
+    with torch.no_grad():
+        if beam_size == 1:
+            out = greedy_decode(model, src.to(device), max_len=labels.shape[1]).cpu()
+        else:
+            out = beam_search(model, src.to(device), beam_size=beam_size, max_len=labels.shape[1])[0][:, 0].cpu()
+    out = F.pad(out, (0, max(0, labels.shape[1] - out.shape[1])))[:, :labels.shape[1]]
+    return (out == labels).all(dim=1).double().mean().item()
+
+
+def _dates_recipe() -> Recipe:
+    seed, batch_size, steps = 0, 64, 2000
+    config = dict(vocab_size=N_SPECIAL + len(DATE_CHARS), dim=64, n_heads=4, mlp_hidden=256, n_enc_layers=2,
+                  n_dec_layers=2, dropout=0.0, label_smoothing=0.1, max_len=32)
+
+    def batch(step: int) -> tuple[Tensor, Tensor]:
+        src, tgt, _, _ = date_pairs(batch_size, _step_generator(seed, step), split="train")
+        return src, tgt[:, 1:]
+
+    def loss_fn(model, b):
+        src, tgt = b
+        return model.loss(src, tgt)
+
+    def evaluate(model, device):
+        return {"greedy_accuracy": date_accuracy(model, device), "beam4_accuracy": date_accuracy(model, device, 4)}
+
+    return Recipe(
+        name="seq2seq-dates", kind="seq2seq", config=config,
+        train=TrainConfig(lr=1e-3, weight_decay=0.01, betas=(0.9, 0.98), warmup_steps=100, max_steps=steps,
+                          min_lr_ratio=0.01, grad_clip=1.0, log_every=25, seed=seed),
+        data=(f"date_pairs({batch_size}, split='train') per step, fresh pairs from a generator seeded by (seed, step): "
+              f"a date between 1900 and 2099 in one of {len(DATE_FORMATS)} formats -> its ISO form, character by "
+              f"character; 10 of every {DATE_HOLDOUT} days only; evaluated on {zoo.DATE_TEST} pairs of the held-out days "
+              f"(course_lib.zoo.date_test_set), exact match"),
+        batch=batch, loss_fn=loss_fn, evaluate=evaluate,
+        extra={"batch_size": batch_size, "formats": list(DATE_FORMATS), "chars": DATE_CHARS},
+    )
+
+
+# --------------------------------------------------------------------------
+# DINO: the small ViT trained without labels (chapter 10), with and without registers, on shapes
+# --------------------------------------------------------------------------
+DINO_STEPS = 1500
+DINO_BATCH = 64
+DINO_VIT = dict(SMALL_VIT, num_classes=0, layerscale=None, mask_token=False)
+#: the probes' fixed labelled shapes: k-NN neighbours and the linear probe's training set
+PROBE_TRAIN = 2000
+DINO_VIEW_SEED = 31337
+
+
+def dino_test_views() -> tuple[Tensor, Tensor]:
+    """Two augmented global views (DINO's crops and colour jitter) of each of the fixed test shapes."""
+    g = torch.Generator().manual_seed(DINO_VIEW_SEED)
+    views = random_multi_crop(zoo.shape_test_set(SCENE_TEST, SCENE_SIZE)[0], g, n_global=2, n_local=0,
+                              global_size=SCENE_SIZE, global_scale=(0.4, 1.0))
+    return colour_jitter(views[0], g), colour_jitter(views[1], g)
+
+
+def probe_metrics(backbone: nn.Module, device: torch.device | str = "cpu") -> dict:
+    """What a frozen backbone's features ``(n, D)`` hold: k-NN and linear-probe accuracy of the shape class
+    (trained on ``shape_train_set(PROBE_TRAIN)``, measured on ``shape_test_set()``), and view retrieval
+    (two augmented views of each test shape finding each other)."""
+    tx, ty, _ = zoo.shape_train_set(PROBE_TRAIN, SCENE_SIZE)
+    vx, vy, _ = zoo.shape_test_set(SCENE_TEST, SCENE_SIZE)
+    tf, vf = zoo.scene_features(backbone, tx, device), zoo.scene_features(backbone, vx, device)
+    view_a, view_b = dino_test_views()
+    return {"knn_accuracy": knn_accuracy(tf, ty, vf, vy), "linear_probe_accuracy": linear_probe_accuracy(tf, ty, vf, vy),
+            "view_retrieval_accuracy": view_retrieval_accuracy(zoo.scene_features(backbone, view_a, device),
+                                                               zoo.scene_features(backbone, view_b, device))}
+
+
+def _dino_recipe(name: str, n_registers: int = 0) -> Recipe:
+    config = dict(DINO_VIT, n_registers=n_registers)
+    seed, momentum, teacher_temp, student_temp = 0, 0.99, 0.04, 0.1
+    head = dict(out_dim=256, hidden_dim=256, bottleneck_dim=64)
+
+    def make_model():
+        return DINOPair(zoo.build("dinov2", config), config["dim"], **head, teacher_temp=teacher_temp,
+                        student_temp=student_temp)
+
+    def batch(step: int) -> tuple:
+        g = _step_generator(seed, step)
+        images = shapes_dataset(DINO_BATCH, SCENE_SIZE, g)[0]
+        crops = random_multi_crop(images, g, n_global=2, n_local=4, global_size=SCENE_SIZE, local_size=16,
+                                  global_scale=(0.4, 1.0), local_scale=(0.1, 0.4))
+        return (*[colour_jitter(c, g) for c in crops], teacher_momentum(step - 1, DINO_STEPS, base=momentum))
+
+    def loss_fn(model, b):
+        return model.loss(list(b[:-1]), b[-1])
+
+    return Recipe(
+        name=name, kind="dinov2", config=config,
+        train=TrainConfig(lr=1e-3, weight_decay=0.04, betas=(0.9, 0.999), warmup_steps=DINO_STEPS // 10,
+                          max_steps=DINO_STEPS, min_lr_ratio=0.01, grad_clip=3.0, log_every=25, seed=seed),
+        data=(f"no labels: shapes_dataset({DINO_BATCH}, {SCENE_SIZE}) per step, fresh images from a generator seeded "
+              f"by (seed, step), each cut into 2 global crops ({SCENE_SIZE} px, 40-100 % of the area) and 4 local "
+              f"crops (16 px, 10-40 %), flipped and colour-jittered (course_lib.dino.random_multi_crop, "
+              f"colour_jitter); the stored model is the teacher's backbone; probed (k-NN, linear) with "
+              f"{PROBE_TRAIN} labelled shapes (course_lib.zoo.shape_train_set) on the {SCENE_TEST} test shapes "
+              f"(course_lib.zoo.shape_test_set)"),
+        batch=batch, loss_fn=loss_fn, evaluate=probe_metrics, make_model=make_model,
+        export=lambda pair: pair.teacher_backbone,
+        extra={"batch_size": DINO_BATCH, "head": head, "teacher_temp": teacher_temp, "student_temp": student_temp,
+               "teacher_momentum": f"{momentum} -> 1 (cosine)", "center_momentum": 0.9,
+               "crops": "2 x 32 px + 4 x 16 px", "classes": list(SHAPES), "image_size": SCENE_SIZE},
+    )
+
+
+def _vit_shapes_recipe() -> Recipe:
+    """The DINO runs' architecture trained with labels, on the same shapes: the supervised reference."""
+    seed, batch_size, steps = 0, 128, 1000
+    config = dict(SMALL_VIT, num_classes=len(SHAPES))
+
+    def batch(step: int) -> tuple[Tensor, Tensor]:
+        return shapes_dataset(batch_size, SCENE_SIZE, _step_generator(seed, step))
+
+    def loss_fn(model, b):
+        x, y = b
+        return F.cross_entropy(model(x), y)
+
+    def evaluate(model, device):
+        x, y, _ = zoo.shape_test_set(SCENE_TEST, SCENE_SIZE)
+        backbone = copy.deepcopy(model)
+        backbone.head = nn.Identity()  # the pooled features the probes read
+        return {"test_accuracy": zoo.scene_accuracy(model, x, y, device), **probe_metrics(backbone, device)}
+
+    return Recipe(
+        name="vit-small-shapes", kind="vit", config=config,
+        train=TrainConfig(lr=1e-3, weight_decay=0.05, betas=(0.9, 0.999), warmup_steps=steps // 20, max_steps=steps,
+                          min_lr_ratio=0.01, grad_clip=1.0, log_every=25, seed=seed),
+        data=(f"shapes_dataset({batch_size}, {SCENE_SIZE}) per step, fresh labelled images from a generator seeded by "
+              f"(seed, step), no augmentation: {len(SHAPES)} classes {SHAPES}; evaluated on the {SCENE_TEST} test "
+              f"shapes (course_lib.zoo.shape_test_set), and probed like the DINO runs"),
+        batch=batch, loss_fn=loss_fn, evaluate=evaluate,
+        extra={"batch_size": batch_size, "classes": list(SHAPES), "image_size": SCENE_SIZE},
+    )
+
+
 RECIPES: dict[str, Callable[[], Recipe]] = {
     "lm-python-docs": _lm_recipe,
+    "seq2seq-dates": _dates_recipe,
     "vit-scenes": _vit_recipe,
     "cnn-scenes": _cnn_recipe,
+    "swin-scenes": _swin_recipe,
+    "vit-scenes-48": _vit_finetune_recipe,
+    # position embeddings and pooling (the ViT paper's appendix D.4), on the small ViT
+    "vit-small": _small_vit("vit-small"),
+    "vit-small-pos-none": _small_vit("vit-small-pos-none", positions="none"),
+    "vit-small-pos-2d": _small_vit("vit-small-pos-2d", positions="learned_2d"),
+    "vit-small-pos-relative": _small_vit("vit-small-pos-relative", positions="relative"),
+    "vit-small-gap": _small_vit("vit-small-gap", pool="mean", class_token=False),
+    # the same recipe under other seeds: how far one run can land from another
+    **{f"vit-small-seed{k}": _small_vit(f"vit-small-seed{k}", seed=k) for k in (1, 2)},
+    # the data-regime curve: the small ViT and a small CNN on fixed training sets (and on fresh data: vit-small, cnn-small)
+    **{f"vit-small-n{n}": _small_vit(f"vit-small-n{n}", train_set=n) for n in DATA_REGIME},
+    "cnn-small": _small_cnn("cnn-small"),
+    **{f"cnn-small-n{n}": _small_cnn(f"cnn-small-n{n}", train_set=n) for n in DATA_REGIME},
+    # self-supervised (chapter 10)
+    "dino-vit": lambda: _dino_recipe("dino-vit"),
+    "dino-vit-reg": lambda: _dino_recipe("dino-vit-reg", n_registers=4),
+    "vit-small-shapes": _vit_shapes_recipe,
 }
 
 
@@ -220,7 +469,7 @@ def start_trainer(r: Recipe, *, max_steps: int | None = None, checkpoint: Path |
                          "checkpoint_path": None if checkpoint is None else str(checkpoint),
                          "checkpoint_every": 250 if checkpoint is not None else 0})
     torch.manual_seed(r.train.seed)
-    model = zoo.build(r.kind, r.config)
+    model = r.make_model() if r.make_model is not None else zoo.build(r.kind, r.config)
     trainer = Trainer(model, r.loss_fn, cfg)
     if checkpoint is not None and checkpoint.exists():
         trainer.load_checkpoint(checkpoint)
@@ -254,6 +503,7 @@ def train(name: str, *, device: str | None = None, resume: bool = True) -> dict:
         for t in model.state_dict().values():
             if t.is_floating_point():
                 t.copy_(t.to(zoo.DTYPES[r.dtype]).float())
+    model = r.export(model) if r.export is not None else model
     metrics = r.evaluate(model, trainer.device)
     info = {
         "name": name,

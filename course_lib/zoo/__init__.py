@@ -26,13 +26,15 @@ import torch
 from torch import Tensor, nn
 
 from course_lib.cnn import ConvNet, ConvNetConfig
-from course_lib.data import scenes, text_windows
+from course_lib.data import date_pairs, scenes, shapes_with_masks, text_windows
 from course_lib.decoder_lm import DecoderLM, DecoderLMConfig
 from course_lib.dinov2 import DINOv2, DINOv2Config
+from course_lib.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from course_lib.swin import Swin, SwinConfig
 from course_lib.vit import ViT, ViTConfig
 
-__all__ = ["ZOO_DIR", "MODEL_KINDS", "names", "card", "build", "load", "save", "lm_eval_windows", "scene_test_set"]
+__all__ = ["ZOO_DIR", "MODEL_KINDS", "names", "card", "build", "load", "save", "lm_eval_windows", "scene_test_set",
+           "scene_train_set", "scene_accuracy", "scene_features", "shape_test_set", "shape_train_set", "date_test_set"]
 
 ZOO_DIR = Path(__file__).resolve().parent
 #: model kind (as written in a card) -> (config class, model class)
@@ -42,6 +44,7 @@ MODEL_KINDS: dict[str, tuple[type, type[nn.Module]]] = {
     "dinov2": (DINOv2Config, DINOv2),
     "swin": (SwinConfig, Swin),
     "cnn": (ConvNetConfig, ConvNet),
+    "seq2seq": (Seq2SeqConfig, Seq2SeqTransformer),
 }
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -128,3 +131,59 @@ def scene_test_set(n: int = 2000, size: int = 32) -> tuple[Tensor, Tensor, Tenso
     """``(images, labels, masks)``: the fixed test scenes on which an image classifier's card is measured."""
     return scenes(n, size, torch.Generator().manual_seed(SCENE_TEST_SEED))
 
+
+SCENE_TRAIN_SEED = 777_777
+
+
+def scene_train_set(n: int, size: int = 32) -> tuple[Tensor, Tensor, Tensor]:
+    """``(images, labels, masks)``: the fixed set of ``n`` training scenes of the data-regime recipes and the probes.
+
+    Each size is its own seeded draw (the seed depends on ``n``), disjoint in
+    seed from the test scenes and from the recipes' per-step batches.
+    """
+    return scenes(n, size, torch.Generator().manual_seed(SCENE_TRAIN_SEED + n))
+
+
+@torch.no_grad()
+def scene_accuracy(model: nn.Module, images: Tensor | None = None, labels: Tensor | None = None,
+                   device: torch.device | str = "cpu", batch: int = 500) -> float:
+    """Top-1 accuracy of an image classifier on ``(images, labels)``, by default the card's test scenes."""
+    if images is None:
+        images, labels, _ = scene_test_set()
+    model.eval()
+    correct = 0
+    for i in range(0, len(images), batch):
+        correct += (model(images[i:i + batch].to(device)).argmax(-1).cpu() == labels[i:i + batch]).sum().item()
+    return correct / len(images)
+
+
+@torch.no_grad()
+def scene_features(backbone: nn.Module, images: Tensor, device: torch.device | str = "cpu",
+                   batch: int = 500) -> Tensor:
+    """``(n, D)`` float32 features of a backbone (``num_classes=0``: pooled features), on the CPU."""
+    backbone.eval()
+    return torch.cat([backbone(images[i:i + batch].to(device)).float().cpu() for i in range(0, len(images), batch)])
+
+
+SHAPE_TEST_SEED, SHAPE_TRAIN_SEED = 424_242, 535_353
+
+
+def shape_test_set(n: int = 2000, size: int = 32) -> tuple[Tensor, Tensor, Tensor]:
+    """``(images, labels, masks)``: the fixed test shapes (:func:`course_lib.data.shapes_with_masks`) of the DINO
+    runs' probes and of ``vit-small-shapes``."""
+    return shapes_with_masks(n, size, torch.Generator().manual_seed(SHAPE_TEST_SEED))
+
+
+def shape_train_set(n: int, size: int = 32) -> tuple[Tensor, Tensor, Tensor]:
+    """``(images, labels, masks)``: ``n`` fixed labelled shapes, the probes' training set (seeded by ``n``)."""
+    return shapes_with_masks(n, size, torch.Generator().manual_seed(SHAPE_TRAIN_SEED + n))
+
+
+DATE_TEST = 2000
+DATE_TEST_SEED = 24_11_2026
+
+
+def date_test_set() -> tuple[Tensor, Tensor, list[str], list[str]]:
+    """``(source, target, source_texts, target_texts)``: the fixed test pairs of the date translator
+    (``seq2seq-dates``), from the held-out days only (:func:`course_lib.data.date_pairs` with ``split="test"``)."""
+    return date_pairs(DATE_TEST, torch.Generator().manual_seed(DATE_TEST_SEED), split="test")
