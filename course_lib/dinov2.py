@@ -102,6 +102,10 @@ class DINOv2(ViT):
     def __init__(self, cfg: DINOv2Config):
         super().__init__(cfg)
         self.register_tokens = nn.Parameter(torch.zeros(1, cfg.n_registers, cfg.dim)) if cfg.n_registers else None
+        if self.register_tokens is not None:
+            # as the official code: registers that started equal would stay equal (they carry no position, so
+            # attention treats them alike and they get the same gradients): R copies of one register
+            nn.init.normal_(self.register_tokens, std=1e-6)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.mask_token else None
 
     @property

@@ -169,6 +169,18 @@ def test_registers_follow_cls_and_carry_no_position():
     torch.testing.assert_close(tokens[:, 0], (model.cls_token + model.pos_embed[:, :1])[:, 0].expand(2, -1))
 
 
+def test_fresh_registers_differ_so_training_can_tell_them_apart():
+    """Registers carry no position: if they started equal, attention and the gradients would treat them alike, and
+    they would stay R copies of one register. The official code draws them from N(0, 1e-6)."""
+    torch.manual_seed(0)
+    model = DINOv2(DINOv2Config.preset("dinov2-tiny-reg-test")).eval()  # as built, not randomised
+    regs = model.register_tokens.detach()[0]                       # (R, D)
+    assert 0 < regs.std() < 1e-5
+    assert all(not torch.equal(regs[i], regs[j]) for i in range(len(regs)) for j in range(i))
+    out = model.forward_features(torch.randn(2, 3, 42, 28))[:, 1:5]  # and the outputs of the registers differ too
+    assert all((out[:, i] - out[:, j]).abs().max() > 0 for i in range(4) for j in range(i))
+
+
 def test_mean_pooling_excludes_cls_and_registers():
     model = _tiny(pool="mean")
     feats = torch.randn(2, 1 + 4 + 16, 32)

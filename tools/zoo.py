@@ -72,6 +72,12 @@ class Recipe:
     export: Callable[[nn.Module], nn.Module] | None = None
 
 
+def _classification_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
+    """Cross-entropy of a classifier's logits on ``(images, labels)``."""
+    x, y = batch
+    return F.cross_entropy(model(x), y)
+
+
 def _step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + step)
 
@@ -154,10 +160,6 @@ def _classifier_recipe(name: str, kind: str, config: dict, *, steps: int, lr: fl
         idx = torch.randint(0, train_set, (batch_size,), generator=g)
         return fixed[0][idx], fixed[1][idx]
 
-    def loss_fn(model, b):
-        x, y = b
-        return F.cross_entropy(model(x), y)
-
     def evaluate(model, device):
         metrics = {"test_accuracy": zoo.scene_accuracy(model, device=device)}
         if fixed is not None:  # how well it fits what it saw: the first 2,000 of its training scenes
@@ -175,7 +177,7 @@ def _classifier_recipe(name: str, kind: str, config: dict, *, steps: int, lr: fl
                           max_steps=steps, min_lr_ratio=0.01, grad_clip=1.0, log_every=25, seed=seed),
         data=(f"{data}: {len(SCENE_CLASSES)} classes {SCENE_CLASSES}; evaluated on {SCENE_TEST} fixed scenes "
               f"(course_lib.zoo.scene_test_set)"),
-        batch=batch, loss_fn=loss_fn, evaluate=evaluate, notes=notes,
+        batch=batch, loss_fn=_classification_loss, evaluate=evaluate, notes=notes,
         extra={"batch_size": batch_size, "classes": list(SCENE_CLASSES), "image_size": SCENE_SIZE,
                "train_set": train_set},
     )
@@ -220,10 +222,6 @@ def _vit_finetune_recipe(size: int = 48, steps: int = 200, batch_size: int = 64)
         x, y, _ = scenes(batch_size, size, _step_generator(seed, step))
         return x, y
 
-    def loss_fn(model, b):
-        x, y = b
-        return F.cross_entropy(model(x), y)
-
     def evaluate(model, device):
         x, y, _ = zoo.scene_test_set(SCENE_TEST, size)
         return {"test_accuracy": zoo.scene_accuracy(model, x, y, device)}
@@ -236,7 +234,7 @@ def _vit_finetune_recipe(size: int = 48, steps: int = 200, batch_size: int = 64)
               f"{size // 4}x{size // 4} grid): scenes({batch_size}, {size}) per step, fresh images from a generator "
               f"seeded by (seed, step); evaluated on {SCENE_TEST} fixed scenes of {size} px "
               f"(course_lib.zoo.scene_test_set({SCENE_TEST}, {size}))"),
-        batch=batch, loss_fn=loss_fn, evaluate=evaluate, make_model=make,
+        batch=batch, loss_fn=_classification_loss, evaluate=evaluate, make_model=make,
         extra={"batch_size": batch_size, "classes": list(SCENE_CLASSES), "image_size": size, "from": base.name},
     )
 
@@ -382,10 +380,6 @@ def _vit_shapes_recipe() -> Recipe:
     def batch(step: int) -> tuple[Tensor, Tensor]:
         return shapes_dataset(batch_size, SCENE_SIZE, _step_generator(seed, step))
 
-    def loss_fn(model, b):
-        x, y = b
-        return F.cross_entropy(model(x), y)
-
     def evaluate(model, device):
         x, y, _ = zoo.shape_test_set(SCENE_TEST, SCENE_SIZE)
         backbone = copy.deepcopy(model)
@@ -399,7 +393,7 @@ def _vit_shapes_recipe() -> Recipe:
         data=(f"shapes_dataset({batch_size}, {SCENE_SIZE}) per step, fresh labelled images from a generator seeded by "
               f"(seed, step), no augmentation: {len(SHAPES)} classes {SHAPES}; evaluated on the {SCENE_TEST} test "
               f"shapes (course_lib.zoo.shape_test_set), and probed like the DINO runs"),
-        batch=batch, loss_fn=loss_fn, evaluate=evaluate,
+        batch=batch, loss_fn=_classification_loss, evaluate=evaluate,
         extra={"batch_size": batch_size, "classes": list(SHAPES), "image_size": SCENE_SIZE},
     )
 
