@@ -71,7 +71,7 @@ c.Execute.interrupt_on_timeout = True
 c.Execute.raise_on_iopub_timeout = False
 c.Execute.execute_retries = 0
 
-# Autograding runs in a fenced kernel (course_lib.grading.sandbox): a memory
+# Autograding runs in a fenced kernel (grader.sandbox): a memory
 # limit, no writes outside the submission's folder, no reads of this course's
 # private files (solutions/, the gradebook, other students' work), and a check
 # before each test cell that the functions the checks use were not replaced.
@@ -83,7 +83,7 @@ from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
 )
 
-from course_lib.grading.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests  # noqa: E402
+from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
     RestoreDeletedTests, GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,

@@ -26,8 +26,9 @@ build on earlier modules, never the reverse:
 Around them: :mod:`~course_lib.counting` (parameters, FLOPs and bytes of the
 layers), :mod:`~course_lib.interop` (load Hugging Face weights),
 :mod:`~course_lib.training` and :mod:`~course_lib.data` (the course's trainer
-and synthetic data), :mod:`~course_lib.experiment` (seeds and checked claims),
-and :mod:`~course_lib.grading` (what the hidden tests use).
+and synthetic data) and :mod:`~course_lib.experiment` (seeds and checked
+claims). The hidden tests of the exercises live apart, in the ``grader``
+package beside this one: course_lib never imports it.
 """
 
 __version__ = "0.1.0"

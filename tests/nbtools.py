@@ -85,3 +85,12 @@ def run_cells(cells: list[Cell], replace: dict[str, str] | None = None, only_hid
             if cell.grade_id == only_test:
                 break
     return results
+
+
+def solution_namespace(cells: list[Cell]) -> dict:
+    """The names a notebook defines: every code cell run in order except the test cells."""
+    ns: dict = {"__name__": "__main__"}
+    for i, cell in enumerate(cells):
+        if cell.kind == "code" and not (cell.grade and not cell.solution):
+            exec(compile(cell.source, f"<cell {i}: {cell.grade_id}>", "exec"), ns)
+    return ns

@@ -5,7 +5,9 @@ replaced by the wrong code and the notebook's cells are run in-process (the
 same cells nbgrader runs, hidden tests included, much faster than a kernel).
 The reference must pass everything, the untouched release must fail every
 test cell, and each wrong implementation must fail the hidden tests of its
-exercise.
+exercise, with the diagnosis the entry states: a likely mistake of the
+registry ("Likely mistake: " and the start of its message), or the kind of
+failure the checker reports (a forbidden call, a dtype, an in-place edit...).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import runpy
 
 import pytest
 
+from grader.registry import assignments as registry
 from nbtools import ROOT, assignments, hidden_part, notebooks, read_cells, run_cells
 
 MIN_ENTRIES_PER_EXERCISE = 5
@@ -73,3 +76,30 @@ def test_wrong_implementation_fails_the_hidden_tests(assignment, entry):
     # The hidden part alone must catch it (a full test cell fails whenever its hidden part does).
     hidden = run_cells(cells, replace={entry["exercise"]: entry["source"]}, only_hidden=True, only_test=test_id)
     assert not hidden[test_id].passed, f"hidden tests of {entry['exercise']} accept: {entry['mistake']}"
+    message = str(hidden[test_id].error)
+    assert entry["diagnosis"] in message, (
+        f"{entry['mistake']}: expected the diagnosis {entry['diagnosis']!r}, the learner was told: {message}")
+
+
+@pytest.mark.parametrize("assignment", assignments())
+def test_every_entry_states_a_diagnosis_that_names_one_mistake_or_a_kind_of_failure(assignment):
+    exercises = {ex.name: ex for ex in registry()[assignment].exercises}
+    for entry in catalogue(assignment):
+        diagnosis = entry.get("diagnosis")
+        assert isinstance(diagnosis, str) and diagnosis, f"{entry['mistake']}: no diagnosis stated"
+        if diagnosis.startswith("Likely mistake: "):
+            start = diagnosis.removeprefix("Likely mistake: ")
+            named = {m.message for m in exercises[entry["exercise"]].mistakes if m.message.startswith(start)}
+            assert len(named) == 1, f"{entry['mistake']}: {diagnosis!r} names {len(named)} mistakes of the registry"
+
+
+@pytest.mark.parametrize("assignment", assignments())
+def test_every_named_mistake_is_the_diagnosis_of_a_catalogue_entry(assignment):
+    """A likely mistake no wrong implementation ever receives is feedback nobody checked: it must have an entry."""
+    stated: dict[str, list[str]] = {}
+    for entry in catalogue(assignment):
+        stated.setdefault(entry["exercise"], []).append(entry["diagnosis"].removeprefix("Likely mistake: "))
+    unfired = [f"{ex.name}: {m.message}" for ex in registry()[assignment].exercises for m in ex.mistakes
+               if not any(m.message.startswith(s) for s in stated.get(ex.name, []))]
+    assert not unfired, f"{len(unfired)} named mistake(s) that no catalogue entry expects:\n" + "\n".join(unfired)
+

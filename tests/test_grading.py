@@ -1,4 +1,4 @@
-"""course_lib.grading: the comparison, the diagnoses and the guard that hidden tests use."""
+"""The grader: the comparison, the diagnoses and the guard that hidden tests use."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from course_lib import attention as ref
-from course_lib import grading as G
-from course_lib.grading import attention as C
+import grader as G
+from grader.assignments import attention as C
 
 
 def scores_reordered(q, k):
@@ -284,7 +284,7 @@ def test_the_reference_in_a_thread_is_caught():
         G.check_function(cheat, ref.attention_scores, C.score_cases(n=1))
 
 
-@pytest.mark.parametrize("target", ["torch.allclose", "torch.equal", "course_lib.grading._close", "numpy.allclose",
+@pytest.mark.parametrize("target", ["torch.allclose", "torch.equal", "grader.compare.close", "numpy.allclose",
                                     "torch.testing.assert_close", "builtins.abs"])
 def test_patching_the_checks_while_being_checked_is_caught(target):
     import importlib
@@ -306,13 +306,13 @@ def test_patching_the_checks_while_being_checked_is_caught(target):
 
 # ---------------------------------------------------------------- exercises that assemble given modules
 def _block_case():
-    from course_lib.grading import modern as M
+    from grader.assignments import modern as M
 
     return [c for c in M.pre_ln_cases(seed=0) if isinstance(c.args[1], torch.nn.Module)][:2]
 
 
 def _fail_message(fn) -> str:
-    from course_lib.grading import modern as M
+    from grader.assignments import modern as M
 
     with pytest.raises(G.ExerciseFailure) as info:
         G.check_function(fn, M.reference_pre_ln_block, _block_case())
@@ -364,7 +364,8 @@ def test_an_infinite_expected_entry_needs_the_same_infinity():
 # ---- tolerances come from the reference's own error, measured over several draws ----------------
 
 def test_a_tolerance_stays_tight_on_a_well_conditioned_case():
-    from course_lib.grading import Case, _tolerance
+    from grader.cases import Case
+    from grader.compare import value_tolerance as _tolerance
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(8, 16, generator=g)
@@ -375,7 +376,8 @@ def test_a_tolerance_stays_tight_on_a_well_conditioned_case():
 
 def test_a_tolerance_widens_with_the_conditioning_of_the_case():
     """A variance of values far from zero loses digits in float32 whatever the code: the tolerance says so."""
-    from course_lib.grading import Case, _tolerance
+    from grader.cases import Case
+    from grader.compare import value_tolerance as _tolerance
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(8, 16, generator=g)
@@ -386,9 +388,40 @@ def test_a_tolerance_widens_with_the_conditioning_of_the_case():
 
 
 def test_a_float64_case_gets_a_tolerance_scaled_from_float32_not_zero():
-    from course_lib.grading import Case, _tolerance
+    from grader.cases import Case
+    from grader.compare import value_tolerance as _tolerance
 
     x = torch.randn(4, 32, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 30
     ref = lambda t: torch.logsumexp(t, -1)  # noqa: E731
     atol, _ = _tolerance(ref, Case((x,)), ref(x))
     assert 0 < atol < 1e-9, atol
+
+
+def test_returning_the_input_list_itself_is_caught_where_the_reference_returns_a_new_one():
+    def drop_zeros(ids):
+        return [i for i in ids if i]
+
+    def lazy(ids):  # right value when there is nothing to drop, but the caller's own list
+        return ids if 0 not in ids else [i for i in ids if i]
+
+    with pytest.raises(G.ExerciseFailure, match="returned its input list itself"):
+        G.check_function(lazy, drop_zeros, [G.Case(([1, 0, 2],)), G.Case(([1, 2],), label="nothing to drop")])
+    G.check_function(lambda ids: list(ids), drop_zeros, [G.Case(([1, 2],))])
+
+
+def test_a_view_that_needs_contiguous_memory_fails_on_a_non_contiguous_case():
+    from grader.cases import with_strided_layout
+
+    def column_sums(x):  # the reference: sum over every axis but the last
+        return x.reshape(-1, x.shape[-1]).sum(0)
+
+    def with_view(x):  # right on contiguous memory only
+        return x.view(-1, x.shape[-1]).sum(0)
+
+    case = G.Case((torch.randn(2, 3, 4, 5),), label="x")
+    strided = with_strided_layout(case)
+    assert strided is not None and not strided.args[0].is_contiguous() and torch.equal(strided.args[0], case.args[0])
+    assert not strided.clone().args[0].is_contiguous() and not strided.in_float64().args[0].is_contiguous()
+    G.check_function(column_sums, column_sums, [case, strided])
+    with pytest.raises(G.ExerciseFailure, match="non-contiguous inputs"):
+        G.check_function(with_view, column_sums, [case, strided])

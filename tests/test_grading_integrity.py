@@ -44,7 +44,7 @@ def _cheats(course: Path) -> dict[str, dict[str, str]]:
             "torch.testing.assert_close = lambda *a, **k: None\nnumpy.allclose = lambda *a, **k: True\n"
             "def attention_scores(q, k):\n" + ZEROS)},
         "patches_grading": {"attention_scores": (
-            "import course_lib.grading as g\ng.check_function = lambda *a, **k: None\n"
+            "import grader\ngrader.check = lambda *a, **k: None\n"
             "def attention_scores(q, k):\n    return q @ k.transpose(-2, -1)\n")},
         "swaps_the_reference": {"attention_scores": (
             "import course_lib.attention as ref\n"
@@ -222,5 +222,5 @@ def test_feedback_shows_the_diagnosis_but_no_hidden_test(graded):
     assert res.returncode == 0, res.stdout + res.stderr
     html = (course / "feedback" / "disables_torch_function" / ASSIGNMENT / f"{NOTEBOOK}.html").read_text()
     assert "ForbiddenCall" in html and "scaled_dot_product_attention" in html
-    for secret in ("BEGIN HIDDEN TESTS", "check_function", "_cases", "grading integrity check"):
+    for secret in ("BEGIN HIDDEN TESTS", "check_function", "_cases", "from grader", "grading integrity check"):
         assert secret not in html, f"the feedback shows {secret!r}"

@@ -3,9 +3,9 @@
 import torch
 import torch.nn.functional as F
 
-from course_lib import grading
+import grader as grading
 from course_lib.decoder_lm import DecoderLM, DecoderLMConfig, next_token_loss, sample_next_token, swiglu
-from course_lib.grading import modern
+from grader.assignments import modern
 from course_lib.mlp import SwiGLU
 from course_lib.positional import apply_rope, rope_cos_sin
 

@@ -9,7 +9,7 @@ import torch
 from course_lib import attention as A
 from course_lib import counting as C
 from course_lib import multi_head as MH
-from course_lib.grading import multi_head as cases
+from grader.assignments import multi_head as cases
 
 
 def rand(*shape, dtype=torch.float64, seed=0):
@@ -123,7 +123,7 @@ MISTAKE_LISTS = {
 @pytest.mark.parametrize("exercise", MISTAKE_LISTS)
 def test_every_listed_mistake_is_wrong_on_some_case(exercise):
     make_cases, reference, mistakes = MISTAKE_LISTS[exercise]
-    from course_lib.grading import same_value
+    from grader import same_value
 
     for mistake in mistakes:
         differs = False
@@ -142,7 +142,7 @@ def test_split_heads_cases_run_and_merge_inverts_them():
 
 
 def test_reshape_without_transpose_is_diagnosed():
-    from course_lib import grading
+    import grader as grading
 
     def wrong(x, n_heads):
         b, n, d = x.shape
@@ -153,7 +153,7 @@ def test_reshape_without_transpose_is_diagnosed():
 
 
 def test_the_right_param_count_passes_and_a_float_is_diagnosed():
-    from course_lib import grading
+    import grader as grading
 
     def right(dim, n_heads, bias=True):
         return 4 * dim * dim + (4 * dim if bias else 0)

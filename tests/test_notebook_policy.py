@@ -110,7 +110,7 @@ def test_a_notebook_depends_on_the_modules_it_imports_and_theirs():
     nb = new_notebook(cells=[new_code_cell("from course_lib.vit import ViT\nimport torch")])
     deps = {p.relative_to(ROOT).as_posix() for p in course_book.dependencies(nb)}
     assert {"course_lib/vit.py", "course_lib/blocks.py", "course_lib/attention.py", "course_lib/__init__.py"} <= deps
-    assert "course_lib/swin.py" not in deps and "course_lib/grading/__init__.py" not in deps
+    assert "course_lib/swin.py" not in deps and "grader/__init__.py" not in deps
 
 
 def test_from_package_import_module_and_data_files_count():

@@ -13,7 +13,7 @@ import pytest
 PROBE = textwrap.dedent('''
     import json, os, sys
     settings = json.loads(sys.argv[1])
-    from course_lib.grading import sandbox
+    from grader import sandbox
     sandbox.install(**settings)
     results = {}
     def attempt(name, fn):

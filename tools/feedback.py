@@ -4,7 +4,7 @@
 
 The feedback shows each test's visible part and its result; the hidden tests'
 code is removed and an error is cut to its last line, the diagnosis (see
-``HideHiddenTests`` in :mod:`course_lib.grading.autograde`, wired in
+``HideHiddenTests`` in :mod:`grader.autograde`, wired in
 ``nbgrader_config.py``). Files land in ``feedback/<student>/<assignment>/``.
 """
 

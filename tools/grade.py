@@ -21,7 +21,7 @@ For each assignment that has submissions (``submitted/<student>/<assignment>/``)
    the file stays where it is and any earlier grade stays in the gradebook;
 3. all other students are autograded, ``--jobs`` at a time, each by its own
    ``nbgrader autograde`` in the fenced kernel of
-   :mod:`course_lib.grading.autograde`. A cell that runs past the per-cell
+   :mod:`grader.autograde`. A cell that runs past the per-cell
    timeout is interrupted and scores zero; a cell that kills the kernel scores
    zero and grading goes on; a deleted test cell scores zero and is named;
 4. ``grades.csv`` lists every student and assignment with the score from
@@ -239,7 +239,7 @@ def needs_grading(root: Path, assignment: str, student: str) -> bool:
 
 def notes_on(root: Path, assignment: str, student: str) -> list[str]:
     """What a grader should know about an autograded submission: deleted test cells, a dead kernel."""
-    from course_lib.grading.autograde import DELETED_MARK, KERNEL_DIED
+    from grader.autograde import DELETED_MARK, KERNEL_DIED
 
     notes = []
     for path in sorted((root / "autograded" / student / assignment).glob("*.ipynb")):

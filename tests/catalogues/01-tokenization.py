@@ -8,7 +8,7 @@ what a learner got wrong, in the words of a reviewer.
 
 WRONG = [
     # ------------------------------------------------------------ most_frequent_pair
-    dict(exercise="most_frequent_pair", mistake="Counter.most_common: ties go to the pair seen first", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the pair seen first;", mistake="Counter.most_common: ties go to the pair seen first", source='''
 from collections import Counter
 def most_frequent_pair(ids):
     counts = Counter(zip(ids, ids[1:]))
@@ -16,7 +16,7 @@ def most_frequent_pair(ids):
         return None
     return counts.most_common(1)[0][0]
 '''),
-    dict(exercise="most_frequent_pair", mistake="max over (count, pair): ties go to the largest pair", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the largest pair;", mistake="max over (count, pair): ties go to the largest pair", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -25,7 +25,7 @@ def most_frequent_pair(ids):
         return None
     return max(counts, key=lambda p: (counts[p], p))
 '''),
-    dict(exercise="most_frequent_pair", mistake="counts with str.count-like non-overlapping matches", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: overlapping occurrences are", mistake="counts with str.count-like non-overlapping matches", source='''
 def most_frequent_pair(ids):
     pairs = sorted(set(zip(ids, ids[1:])))
     if not pairs:
@@ -40,7 +40,7 @@ def most_frequent_pair(ids):
         return n
     return max(pairs, key=lambda p: (count(p), [-x for x in p]))
 '''),
-    dict(exercise="most_frequent_pair", mistake="steps by two: counts only pairs starting at even positions", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: only pairs starting at even", mistake="steps by two: counts only pairs starting at even positions", source='''
 def most_frequent_pair(ids):
     counts = {}
     for i in range(0, len(ids) - 1, 2):
@@ -50,7 +50,7 @@ def most_frequent_pair(ids):
         return None
     return min(counts, key=lambda p: (-counts[p], p))
 '''),
-    dict(exercise="most_frequent_pair", mistake="returns the pair with its count", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the count is returned with", mistake="returns the pair with its count", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -60,7 +60,7 @@ def most_frequent_pair(ids):
     best = min(counts, key=lambda p: (-counts[p], p))
     return best, counts[best]
 '''),
-    dict(exercise="most_frequent_pair", mistake="sorted by count descending, stable on the order of first occurrence", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the pair seen first;", mistake="sorted by count descending, stable on the order of first occurrence", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -68,7 +68,7 @@ def most_frequent_pair(ids):
     ranked = sorted(counts.items(), key=lambda kv: -kv[1])
     return ranked[0][0] if ranked else None
 '''),
-    dict(exercise="most_frequent_pair", mistake="wraps around from the last id to the first", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the sequence wraps around:", mistake="wraps around from the last id to the first", source='''
 def most_frequent_pair(ids):
     if len(ids) < 2:
         return None
@@ -78,7 +78,7 @@ def most_frequent_pair(ids):
         counts[p] = counts.get(p, 0) + 1
     return min(counts, key=lambda p: (-counts[p], p))
 '''),
-    dict(exercise="most_frequent_pair", mistake="returns an empty tuple instead of None for short input", source='''
+    dict(exercise="most_frequent_pair", diagnosis="expected", mistake="returns an empty tuple instead of None for short input", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -88,7 +88,7 @@ def most_frequent_pair(ids):
     return min(counts, key=lambda p: (-counts[p], p))
 '''),
     # ------------------------------------------------------------ merge
-    dict(exercise="merge", mistake="moves on by one after a merge: overlapping replacements", source='''
+    dict(exercise="merge", diagnosis="Likely mistake: occurrences overlap: after", mistake="moves on by one after a merge: overlapping replacements", source='''
 def merge(ids, pair, new_id):
     out = []
     for i in range(len(ids)):
@@ -98,7 +98,7 @@ def merge(ids, pair, new_id):
             out.append(ids[i])
     return out
 '''),
-    dict(exercise="merge", mistake="replaces only the first occurrence", source='''
+    dict(exercise="merge", diagnosis="Likely mistake: only the first occurrence", mistake="replaces only the first occurrence", source='''
 def merge(ids, pair, new_id):
     out = list(ids)
     for i in range(len(out) - 1):
@@ -106,7 +106,7 @@ def merge(ids, pair, new_id):
             return out[:i] + [new_id] + out[i + 2:]
     return out
 '''),
-    dict(exercise="merge", mistake="the loop stops one early and loses the last id", source='''
+    dict(exercise="merge", diagnosis="Likely mistake: the last id is lost when it", mistake="the loop stops one early and loses the last id", source='''
 def merge(ids, pair, new_id):
     out, i = [], 0
     while i < len(ids) - 1:
@@ -118,7 +118,7 @@ def merge(ids, pair, new_id):
             i += 1
     return out
 '''),
-    dict(exercise="merge", mistake="edits the input list in place (pop)", source='''
+    dict(exercise="merge", diagnosis="modified one of its inputs in place", mistake="edits the input list in place (pop)", source='''
 def merge(ids, pair, new_id):
     i = 0
     while i < len(ids) - 1:
@@ -128,7 +128,7 @@ def merge(ids, pair, new_id):
         i += 1
     return ids
 '''),
-    dict(exercise="merge", mistake="scans right to left", source='''
+    dict(exercise="merge", diagnosis="Likely mistake: the scan runs right to left;", mistake="scans right to left", source='''
 def merge(ids, pair, new_id):
     out, i = [], len(ids) - 1
     while i >= 0:
@@ -140,7 +140,7 @@ def merge(ids, pair, new_id):
             i -= 1
     return out[::-1]
 '''),
-    dict(exercise="merge", mistake="matches the pair in either order", source='''
+    dict(exercise="merge", diagnosis="Likely mistake: the pair is matched in both", mistake="matches the pair in either order", source='''
 def merge(ids, pair, new_id):
     out, i = [], 0
     while i < len(ids):
@@ -152,14 +152,14 @@ def merge(ids, pair, new_id):
             i += 1
     return out
 '''),
-    dict(exercise="merge", mistake="string replace on a space-joined string (breaks on ids that share digits)", source='''
+    dict(exercise="merge", diagnosis="gives a wrong result", mistake="string replace on a space-joined string (breaks on ids that share digits)", source='''
 def merge(ids, pair, new_id):
     s = " " + " ".join(map(str, ids)) + " "
     s = s.replace(f" {pair[0]} {pair[1]} ", f" {new_id} ")
     return [int(x) for x in s.split()]
 '''),
     # ------------------------------------------------------------ train_bpe
-    dict(exercise="train_bpe", mistake="new ids start after the largest id in the input", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: new ids must be 256, 257,", mistake="new ids start after the largest id in the input", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     next_id = max(ids, default=255) + 1
@@ -176,7 +176,7 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, next_id + k)
     return merges
 '''),
-    dict(exercise="train_bpe", mistake="counts replacements (non-overlapping) instead of occurrences to stop", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: training stops too early:", mistake="counts replacements (non-overlapping) instead of occurrences to stop", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(n_merges):
@@ -190,7 +190,7 @@ def train_bpe(ids, n_merges):
         ids = merged
     return merges
 '''),
-    dict(exercise="train_bpe", mistake="no early stop: merges pairs that occur once", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: training goes on with pairs", mistake="no early stop: merges pairs that occur once", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(n_merges):
@@ -201,7 +201,7 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 256 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", mistake="counts the pairs once, before any merge", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: the pairs are counted only", mistake="counts the pairs once, before any merge", source='''
 def train_bpe(ids, n_merges):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -209,7 +209,7 @@ def train_bpe(ids, n_merges):
     ranked = sorted((p for p in counts if counts[p] >= 2), key=lambda p: (-counts[p], p))
     return ranked[:n_merges]
 '''),
-    dict(exercise="train_bpe", mistake="new id 255 + k", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: the new ids are off by one: the first merge creates id 256,", mistake="new id 255 + k", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(n_merges):
@@ -220,7 +220,7 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 255 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", mistake="stops at a count of 2 (uses <= 2)", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: training stops too early:", mistake="stops at a count of 2 (uses <= 2)", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(n_merges):
@@ -231,7 +231,7 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 256 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", mistake="returns (pair, new_id) tuples", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: return the pairs (a, b) only,", mistake="returns (pair, new_id) tuples", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(n_merges):
@@ -242,7 +242,7 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 256 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", mistake="range(1, n_merges): one merge too few", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: one merge too few: learn n_merges", mistake="range(1, n_merges): one merge too few", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(1, n_merges):
@@ -253,7 +253,7 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 255 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", mistake="Counter.most_common tie rule (first seen) inside training", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: ties go to the pair seen first;", mistake="Counter.most_common tie rule (first seen) inside training", source='''
 from collections import Counter
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
@@ -269,7 +269,7 @@ def train_bpe(ids, n_merges):
     return merges
 '''),
     # ------------------------------------------------------------ encode
-    dict(exercise="encode", mistake="merges the leftmost learned pair first", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: the leftmost learned pair", mistake="merges the leftmost learned pair first", source='''
 def encode(text, merges):
     ids = list(text.encode("utf-8"))
     rank = {tuple(p): k for k, p in enumerate(merges)}
@@ -282,28 +282,28 @@ def encode(text, merges):
         else:
             return ids
 '''),
-    dict(exercise="encode", mistake="applies the merges in reverse order", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: the merges are applied in", mistake="applies the merges in reverse order", source='''
 def encode(text, merges):
     ids = list(text.encode("utf-8"))
     for k in reversed(range(len(merges))):
         ids = merge(ids, tuple(merges[k]), 256 + k)
     return ids
 '''),
-    dict(exercise="encode", mistake="characters via ord() instead of UTF-8 bytes", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: the text is split into characters", mistake="characters via ord() instead of UTF-8 bytes", source='''
 def encode(text, merges):
     ids = [ord(ch) for ch in text]
     for k, pair in enumerate(merges):
         ids = merge(ids, tuple(pair), 256 + k)
     return ids
 '''),
-    dict(exercise="encode", mistake="new ids counted from 255", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: merge k must create id 256 + k (the new ids are off by one).", mistake="new ids counted from 255", source='''
 def encode(text, merges):
     ids = list(text.encode("utf-8"))
     for k, pair in enumerate(merges, start=255):
         ids = merge(ids, tuple(pair), k)
     return ids
 '''),
-    dict(exercise="encode", mistake="stops at the first merge that does not apply", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: encoding stops at the first", mistake="stops at the first merge that does not apply", source='''
 def encode(text, merges):
     ids = list(text.encode("utf-8"))
     for k, pair in enumerate(merges):
@@ -312,7 +312,7 @@ def encode(text, merges):
         ids = merge(ids, tuple(pair), 256 + k)
     return ids
 '''),
-    dict(exercise="encode", mistake="retrains on the text instead of using the given merges", source='''
+    dict(exercise="encode", diagnosis="expected", mistake="retrains on the text instead of using the given merges", source='''
 def encode(text, merges):
     ids = list(text.encode("utf-8"))
     for k in range(len(merges)):
@@ -322,7 +322,7 @@ def encode(text, merges):
         ids = merge(ids, pair, 256 + k)
     return ids
 '''),
-    dict(exercise="encode", mistake="latin-1 bytes (wrong for every character above U+00FF, and different for accents)", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: the text is not encoded as", mistake="latin-1 bytes (wrong for every character above U+00FF, and different for accents)", source='''
 def encode(text, merges):
     ids = list(text.encode("latin-1", errors="replace"))
     for k, pair in enumerate(merges):
@@ -330,7 +330,7 @@ def encode(text, merges):
     return ids
 '''),
     # ------------------------------------------------------------ sinusoidal_encoding
-    dict(exercise="sinusoidal_encoding", mistake="cos in even columns, sin in odd ones", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: sin and cos are swapped: even", mistake="cos in even columns, sin in odd ones", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -340,14 +340,14 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 1::2] = torch.sin(angles)
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="sines then cosines, concatenated", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the sines and cosines are", mistake="sines then cosines, concatenated", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
     angles = pos / base ** (2 * i / dim)
     return torch.cat([angles.sin(), angles.cos()], dim=1)
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="the column index j in the exponent for every column", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the exponent uses the column", mistake="the column index j in the exponent for every column", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe = torch.zeros(n_positions, dim)
     for pos in range(n_positions):
@@ -356,7 +356,7 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
             pe[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="exponent i / dim (factor 2 missing)", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the exponent is i/dim; it", mistake="exponent i / dim (factor 2 missing)", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -365,7 +365,7 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="positions 1..n", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: positions start at 1; the", mistake="positions 1..n", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(1, n_positions + 1, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -374,7 +374,7 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="multiplies by base^(2i/d) instead of dividing", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the frequencies are inverted:", mistake="multiplies by base^(2i/d) instead of dividing", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -383,7 +383,7 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="hard-codes 10000", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the base argument is ignored", mistake="hard-codes 10000", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -392,7 +392,7 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="integer division makes every exponent 0", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: every pair has frequency 1:", mistake="integer division makes every exponent 0", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2)
@@ -401,7 +401,7 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="returns the transposed table (dim, n_positions)", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the table is transposed: rows", mistake="returns the transposed table (dim, n_positions)", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -410,13 +410,13 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe.T
 '''),
-    dict(exercise="sinusoidal_encoding", mistake="calls the reference", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="calls the reference", mistake="calls the reference", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     from course_lib.positional import sinusoidal_encoding as ref
     return ref(n_positions, dim, base, dtype=torch.float64)
 '''),
     # ------------------------------------------------------------ offset_rotation
-    dict(exercise="offset_rotation", mistake="column-vector convention: blocks transposed", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: the blocks are transposed", mistake="column-vector convention: blocks transposed", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(dim // 2):
@@ -425,7 +425,7 @@ def offset_rotation(k, dim, base=10000.0):
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = -math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", mistake="every block rotates by k radians", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: every block rotates by the", mistake="every block rotates by k radians", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     c, s = math.cos(k), math.sin(k)
@@ -434,7 +434,7 @@ def offset_rotation(k, dim, base=10000.0):
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = s, c
     return R
 '''),
-    dict(exercise="offset_rotation", mistake="missing minus sign", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: a minus sign is missing: each", mistake="missing minus sign", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(dim // 2):
@@ -443,7 +443,7 @@ def offset_rotation(k, dim, base=10000.0):
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", mistake="frequency exponent i / dim", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: the frequencies use i/dim;", mistake="frequency exponent i / dim", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(dim // 2):
@@ -452,7 +452,7 @@ def offset_rotation(k, dim, base=10000.0):
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", mistake="pairs columns i and i + d/2 (RoPE half-split layout)", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: the rotation pairs columns", mistake="pairs columns i and i + d/2 (RoPE half-split layout)", source='''
 def offset_rotation(k, dim, base=10000.0):
     h = dim // 2
     R = torch.zeros(dim, dim, dtype=torch.float64)
@@ -462,7 +462,7 @@ def offset_rotation(k, dim, base=10000.0):
         R[i + h, i], R[i + h, i + h] = math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", mistake="the blocks placed at [i, i+1] instead of [2i, 2i+1]", source='''
+    dict(exercise="offset_rotation", diagnosis="gives wrong values", mistake="the blocks placed at [i, i+1] instead of [2i, 2i+1]", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(dim // 2):
@@ -471,14 +471,14 @@ def offset_rotation(k, dim, base=10000.0):
         R[i + 1, i], R[i + 1, i + 1] = math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", mistake="solves for R with least squares on a short table (ill-conditioned, wrong)", source='''
+    dict(exercise="offset_rotation", diagnosis="gives wrong values", mistake="solves for R with least squares on a short table (ill-conditioned, wrong)", source='''
 def offset_rotation(k, dim, base=10000.0):
     n = 4
     pe = sinusoidal_encoding(n + abs(k) + 1, dim, base).double()
     a, b = (pe[:n], pe[k:k + n]) if k >= 0 else (pe[-k:-k + n], pe[:n])
     return torch.linalg.lstsq(a, b).solution
 '''),
-    dict(exercise="offset_rotation", mistake="hard-codes base 10000", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: the base argument is ignored", mistake="hard-codes base 10000", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(dim // 2):

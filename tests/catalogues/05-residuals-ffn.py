@@ -8,30 +8,30 @@ tests of that exercise must fail on it (tests/test_catalogues.py).
 
 WRONG = [
     # ------------------------------------------------------------ position_wise_ffn
-    dict(exercise="position_wise_ffn", mistake="forgets the first bias", source='''
+    dict(exercise="position_wise_ffn", diagnosis="Likely mistake: the first bias b1 is missing:", mistake="forgets the first bias", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     y = torch.relu(x @ w1.T) @ w2.T
     return y if b2 is None else y + b2
 '''),
-    dict(exercise="position_wise_ffn", mistake="forgets the second bias", source='''
+    dict(exercise="position_wise_ffn", diagnosis="Likely mistake: the second bias b2 is missing:", mistake="forgets the second bias", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x @ w1.T
     if b1 is not None:
         h = h + b1
     return torch.relu(h) @ w2.T
 '''),
-    dict(exercise="position_wise_ffn", mistake="ReLU after the second layer as well", source='''
+    dict(exercise="position_wise_ffn", diagnosis="Likely mistake: a ReLU is applied after the", mistake="ReLU after the second layer as well", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x @ w1.T + (0 if b1 is None else b1)
     y = torch.relu(h) @ w2.T + (0 if b2 is None else b2)
     return torch.relu(y)
 '''),
-    dict(exercise="position_wise_ffn", mistake="GELU instead of ReLU", source='''
+    dict(exercise="position_wise_ffn", diagnosis="Likely mistake: the activation is GELU; this", mistake="GELU instead of ReLU", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     import torch.nn.functional as F
     return F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
 '''),
-    dict(exercise="position_wise_ffn", mistake="weights not transposed (x @ W, reshaped to fit)", source='''
+    dict(exercise="position_wise_ffn", diagnosis="gives wrong values", mistake="weights not transposed (x @ W, reshaped to fit)", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x @ w1.reshape(w1.shape[1], w1.shape[0])
     if b1 is not None:
@@ -39,7 +39,7 @@ def position_wise_ffn(x, w1, b1, w2, b2):
     y = torch.relu(h) @ w2.reshape(w2.shape[1], w2.shape[0])
     return y if b2 is None else y + b2
 '''),
-    dict(exercise="position_wise_ffn", mistake="weights used without transposing (fails whenever mlp_hidden != dim)", source='''
+    dict(exercise="position_wise_ffn", diagnosis="raised", mistake="weights used without transposing (fails whenever mlp_hidden != dim)", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x @ w1
     if b1 is not None:
@@ -47,7 +47,7 @@ def position_wise_ffn(x, w1, b1, w2, b2):
     y = torch.relu(h) @ w2
     return y if b2 is None else y + b2
 '''),
-    dict(exercise="position_wise_ffn", mistake="tokens-as-columns formula: mixes the sequence axis", source='''
+    dict(exercise="position_wise_ffn", diagnosis="raised", mistake="tokens-as-columns formula: mixes the sequence axis", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     xt = x.transpose(-2, -1) if x.ndim > 1 else x
     h = xt @ w1.T
@@ -58,16 +58,16 @@ def position_wise_ffn(x, w1, b1, w2, b2):
         y = y + b2
     return y.transpose(-2, -1) if x.ndim > 1 else y
 '''),
-    dict(exercise="position_wise_ffn", mistake="always adds the biases (crashes on None)", source='''
+    dict(exercise="position_wise_ffn", diagnosis="raised", mistake="always adds the biases (crashes on None)", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     return torch.relu(x @ w1.T + b1) @ w2.T + b2
 '''),
-    dict(exercise="position_wise_ffn", mistake="no activation at all", source='''
+    dict(exercise="position_wise_ffn", diagnosis="Likely mistake: the ReLU is missing: without", mistake="no activation at all", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x @ w1.T + (0 if b1 is None else b1)
     return h @ w2.T + (0 if b2 is None else b2)
 '''),
-    dict(exercise="position_wise_ffn", mistake="adds the bias into b1's storage in place", source='''
+    dict(exercise="position_wise_ffn", diagnosis="raised", mistake="adds the bias into b1's storage in place", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x @ w1.T
     if b1 is not None:
@@ -81,7 +81,7 @@ def position_wise_ffn(x, w1, b1, w2, b2):
         y = y + b2
     return y
 '''),
-    dict(exercise="position_wise_ffn", mistake="detaches the result (numpy round trip)", source='''
+    dict(exercise="position_wise_ffn", diagnosis="cut off from the autograd graph", mistake="detaches the result (numpy round trip)", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x @ w1.T
     if b1 is not None:
@@ -91,7 +91,7 @@ def position_wise_ffn(x, w1, b1, w2, b2):
         y = y + b2
     return torch.from_numpy(y.detach().numpy())
 '''),
-    dict(exercise="position_wise_ffn", mistake="computes in float32 whatever the input dtype", source='''
+    dict(exercise="position_wise_ffn", diagnosis="returned dtype", mistake="computes in float32 whatever the input dtype", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x.float() @ w1.float().T
     if b1 is not None:
@@ -99,7 +99,7 @@ def position_wise_ffn(x, w1, b1, w2, b2):
     y = torch.relu(h) @ w2.float().T
     return y if b2 is None else y + b2.float()
 '''),
-    dict(exercise="position_wise_ffn", mistake="calls the course's MLP", source='''
+    dict(exercise="position_wise_ffn", diagnosis="calls the reference", mistake="calls the course's MLP", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     from course_lib.mlp import MLP
     mlp = MLP(w1.shape[1], w1.shape[0], act="relu", bias=False).to(x.dtype)
@@ -110,7 +110,7 @@ def position_wise_ffn(x, w1, b1, w2, b2):
     return y
 '''),
     # ------------------------------------------------------------ residual
-    dict(exercise="residual", mistake="pre and post swapped", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: the norm positions 'pre' and", mistake="pre and post swapped", source='''
 def residual(x, sublayer, norm, position):
     if position == "pre":
         return norm(x + sublayer(x))
@@ -118,13 +118,13 @@ def residual(x, sublayer, norm, position):
         return x + sublayer(norm(x))
     return x + norm(sublayer(x))
 '''),
-    dict(exercise="residual", mistake="res_post normalizes the sum (same as post)", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: 'res_post' normalizes the sum;", mistake="res_post normalizes the sum (same as post)", source='''
 def residual(x, sublayer, norm, position):
     if position == "pre":
         return x + sublayer(norm(x))
     return norm(x + sublayer(x))
 '''),
-    dict(exercise="residual", mistake="missing skip connection", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: the skip connection is missing:", mistake="missing skip connection", source='''
 def residual(x, sublayer, norm, position):
     if position == "pre":
         return sublayer(norm(x))
@@ -132,7 +132,7 @@ def residual(x, sublayer, norm, position):
         return norm(sublayer(x))
     return norm(sublayer(x))
 '''),
-    dict(exercise="residual", mistake="skip added twice", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: x is added twice: the skip", mistake="skip added twice", source='''
 def residual(x, sublayer, norm, position):
     if position == "pre":
         out = x + sublayer(norm(x))
@@ -142,11 +142,11 @@ def residual(x, sublayer, norm, position):
         out = x + norm(sublayer(x))
     return out + x if position != "post" else out
 '''),
-    dict(exercise="residual", mistake="returns the sublayer's output only", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: the result is only the sublayer's", mistake="returns the sublayer's output only", source='''
 def residual(x, sublayer, norm, position):
     return sublayer(x)
 '''),
-    dict(exercise="residual", mistake="pre: the skip carries norm(x)", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: in 'pre' the skip carries", mistake="pre: the skip carries norm(x)", source='''
 def residual(x, sublayer, norm, position):
     if position == "pre":
         h = norm(x)
@@ -155,23 +155,23 @@ def residual(x, sublayer, norm, position):
         return norm(x + sublayer(x))
     return x + norm(sublayer(x))
 '''),
-    dict(exercise="residual", mistake="ignores position (always pre)", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: the norm positions 'pre' and", mistake="ignores position (always pre)", source='''
 def residual(x, sublayer, norm, position):
     return x + sublayer(norm(x))
 '''),
-    dict(exercise="residual", mistake="res_post applies the norm before the sublayer", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: 'res_post' normalizes the sublayer's", mistake="res_post applies the norm before the sublayer", source='''
 def residual(x, sublayer, norm, position):
     if position == "post":
         return norm(x + sublayer(x))
     return x + sublayer(norm(x))
 '''),
-    dict(exercise="residual", mistake="post normalizes only the branch", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: 'post' normalizes the branch", mistake="post normalizes only the branch", source='''
 def residual(x, sublayer, norm, position):
     if position == "pre":
         return x + sublayer(norm(x))
     return x + norm(sublayer(x))
 '''),
-    dict(exercise="residual", mistake="adds in place into x", source='''
+    dict(exercise="residual", diagnosis="raised", mistake="adds in place into x", source='''
 def residual(x, sublayer, norm, position):
     if position == "pre":
         x += sublayer(norm(x))
@@ -181,7 +181,7 @@ def residual(x, sublayer, norm, position):
     x += norm(sublayer(x))
     return x
 '''),
-    dict(exercise="residual", mistake="norm applied twice in post (before and after)", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: 'post' also normalizes the", mistake="norm applied twice in post (before and after)", source='''
 def residual(x, sublayer, norm, position):
     if position == "pre":
         return x + sublayer(norm(x))
@@ -189,107 +189,107 @@ def residual(x, sublayer, norm, position):
         return norm(x + sublayer(norm(x)))
     return x + norm(sublayer(x))
 '''),
-    dict(exercise="residual", mistake="calls the course's residual", source='''
+    dict(exercise="residual", diagnosis="calls the reference", mistake="calls the course's residual", source='''
 def residual(x, sublayer, norm, position):
     from course_lib import blocks
     return blocks.residual(x, sublayer, norm, position)
 '''),
     # ------------------------------------------------------------ ffn_param_count
-    dict(exercise="ffn_param_count", mistake="forgets the biases", source='''
+    dict(exercise="ffn_param_count", diagnosis="Likely mistake: the biases are missing: with", mistake="forgets the biases", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):
     return 2 * dim * mlp_hidden
 '''),
-    dict(exercise="ffn_param_count", mistake="counts biases whatever the flag", source='''
+    dict(exercise="ffn_param_count", diagnosis="Likely mistake: biases are counted even when", mistake="counts biases whatever the flag", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):
     return 2 * dim * mlp_hidden + mlp_hidden + dim
 '''),
-    dict(exercise="ffn_param_count", mistake="only the hidden bias", source='''
+    dict(exercise="ffn_param_count", diagnosis="Likely mistake: only the first layer's bias", mistake="only the hidden bias", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):
     return 2 * dim * mlp_hidden + (mlp_hidden if bias else 0)
 '''),
-    dict(exercise="ffn_param_count", mistake="both biases of width dim", source='''
+    dict(exercise="ffn_param_count", diagnosis="Likely mistake: both biases are counted as dim:", mistake="both biases of width dim", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):
     return 2 * dim * mlp_hidden + (2 * dim if bias else 0)
 '''),
-    dict(exercise="ffn_param_count", mistake="one weight matrix", source='''
+    dict(exercise="ffn_param_count", diagnosis="Likely mistake: only one weight matrix is", mistake="one weight matrix", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):
     return dim * mlp_hidden + (mlp_hidden + dim if bias else 0)
 '''),
-    dict(exercise="ffn_param_count", mistake="assumes mlp_hidden = 4 dim", source='''
+    dict(exercise="ffn_param_count", diagnosis="Likely mistake: mlp_hidden is taken as 4 *", mistake="assumes mlp_hidden = 4 dim", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):
     mlp_hidden = 4 * dim
     return 2 * dim * mlp_hidden + (mlp_hidden + dim if bias else 0)
 '''),
-    dict(exercise="ffn_param_count", mistake="returns a float", source='''
+    dict(exercise="ffn_param_count", diagnosis="Likely mistake: the count is a float: use", mistake="returns a float", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):
     return 2.0 * dim * mlp_hidden + (mlp_hidden + dim if bias else 0)
 '''),
-    dict(exercise="ffn_param_count", mistake="default bias=False", source='''
+    dict(exercise="ffn_param_count", diagnosis="Likely mistake: the biases are missing: with", mistake="default bias=False", source='''
 def ffn_param_count(dim, mlp_hidden, bias=False):
     return 2 * dim * mlp_hidden + (mlp_hidden + dim if bias else 0)
 '''),
-    dict(exercise="ffn_param_count", mistake="squares instead of multiplying (dim^2 + mlp_hidden^2)", source='''
+    dict(exercise="ffn_param_count", diagnosis="gives a wrong result", mistake="squares instead of multiplying (dim^2 + mlp_hidden^2)", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):
     return dim * dim + mlp_hidden * mlp_hidden + (mlp_hidden + dim if bias else 0)
 '''),
-    dict(exercise="ffn_param_count", mistake="builds the layers with course_lib", source='''
+    dict(exercise="ffn_param_count", diagnosis="calls the reference", mistake="builds the layers with course_lib", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):
     from course_lib.counting import mlp_param_count
     return mlp_param_count(dim, mlp_hidden, bias)
 '''),
     # ------------------------------------------------------------ layer_flops
-    dict(exercise="layer_flops", mistake="counts multiply-adds, not FLOPs", source='''
+    dict(exercise="layer_flops", diagnosis="Likely mistake: multiply-adds are counted", mistake="counts multiply-adds, not FLOPs", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     return {"projections": 4 * n * d * d, "attention": 2 * n * n * d, "ffn": 2 * n * d * mlp_hidden}
 '''),
-    dict(exercise="layer_flops", mistake="forgets the output projection", source='''
+    dict(exercise="layer_flops", diagnosis="Likely mistake: only three projections are", mistake="forgets the output projection", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     return {"projections": 2 * 3 * n * d * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * mlp_hidden}
 '''),
-    dict(exercise="layer_flops", mistake="counts only Q K^T", source='''
+    dict(exercise="layer_flops", diagnosis="Likely mistake: \"attention\" counts only Q", mistake="counts only Q K^T", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     return {"projections": 8 * n * d * d, "attention": 2 * n * n * d, "ffn": 4 * n * d * mlp_hidden}
 '''),
-    dict(exercise="layer_flops", mistake="one FFN matrix", source='''
+    dict(exercise="layer_flops", diagnosis="Likely mistake: \"ffn\" counts one matrix product;", mistake="one FFN matrix", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     return {"projections": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 2 * n * d * mlp_hidden}
 '''),
-    dict(exercise="layer_flops", mistake="ignores mlp_hidden (uses 4 dim)", source='''
+    dict(exercise="layer_flops", diagnosis="Likely mistake: mlp_hidden is taken as 4 *", mistake="ignores mlp_hidden (uses 4 dim)", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     return {"projections": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 16 * n * d * d}
 '''),
-    dict(exercise="layer_flops", mistake="N and D swapped in the attention products", source='''
+    dict(exercise="layer_flops", diagnosis="Likely mistake: \"attention\" grows like N D^2;", mistake="N and D swapped in the attention products", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     return {"projections": 8 * n * d * d, "attention": 4 * n * d * d, "ffn": 4 * n * d * mlp_hidden}
 '''),
-    dict(exercise="layer_flops", mistake="float division gives float counts", source='''
+    dict(exercise="layer_flops", diagnosis="Likely mistake: the counts are floats: use", mistake="float division gives float counts", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     macs = {"projections": 4 * n * d * d, "attention": 2 * n * n * d, "ffn": 2 * n * d * mlp_hidden}
     return {k: v / 0.5 for k, v in macs.items()}
 '''),
-    dict(exercise="layer_flops", mistake="returns a tuple instead of a dict", source='''
+    dict(exercise="layer_flops", diagnosis="expected", mistake="returns a tuple instead of a dict", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     return (8 * n * d * d, 4 * n * n * d, 4 * n * d * mlp_hidden)
 '''),
-    dict(exercise="layer_flops", mistake="counts attention per head of width d/8 without multiplying by the heads", source='''
+    dict(exercise="layer_flops", diagnosis="gives a wrong result", mistake="counts attention per head of width d/8 without multiplying by the heads", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     return {"projections": 8 * n * d * d, "attention": 4 * n * n * max(d // 8, 1), "ffn": 4 * n * d * mlp_hidden}
 '''),
-    dict(exercise="layer_flops", mistake="projection cost N^2 D", source='''
+    dict(exercise="layer_flops", diagnosis="Likely mistake: \"projections\" grow like N^2", mistake="projection cost N^2 D", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     return {"projections": 8 * n * n * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * mlp_hidden}
 '''),
-    dict(exercise="layer_flops", mistake="wrong key names", source='''
+    dict(exercise="layer_flops", diagnosis="expected", mistake="wrong key names", source='''
 def layer_flops(n_tokens, dim, mlp_hidden):
     n, d = n_tokens, dim
     return {"qkvo": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * mlp_hidden}

@@ -9,112 +9,112 @@ WRONG = []
 
 WRONG += [
     # ------------------------------------------------------------ shift_right
-    dict(exercise="shift_right", mistake="shifts left", source='''
+    dict(exercise="shift_right", diagnosis="Likely mistake: you shifted left (dropped", mistake="shifts left", source='''
 def shift_right(tgt, bos_id):
     return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], dim=1)
 '''),
-    dict(exercise="shift_right", mistake="keeps the last token (one too long)", source='''
+    dict(exercise="shift_right", diagnosis="Likely mistake: you kept the whole target", mistake="keeps the last token (one too long)", source='''
 def shift_right(tgt, bos_id):
     return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], dim=1)
 '''),
-    dict(exercise="shift_right", mistake="torch.roll without replacing the wrapped token", source='''
+    dict(exercise="shift_right", diagnosis="Likely mistake: torch.roll wraps the last", mistake="torch.roll without replacing the wrapped token", source='''
 def shift_right(tgt, bos_id):
     return torch.roll(tgt, 1, dims=1)
 '''),
-    dict(exercise="shift_right", mistake="overwrites the first token in place", source='''
+    dict(exercise="shift_right", diagnosis="modified one of its inputs in place", mistake="overwrites the first token in place", source='''
 def shift_right(tgt, bos_id):
     tgt[:, 0] = bos_id
     return tgt
 '''),
-    dict(exercise="shift_right", mistake="BOS hard-coded to 1", source='''
+    dict(exercise="shift_right", diagnosis="gives wrong values", mistake="BOS hard-coded to 1", source='''
 def shift_right(tgt, bos_id):
     return torch.cat([torch.full_like(tgt[:, :1], 1), tgt[:, :-1]], dim=1)
 '''),
-    dict(exercise="shift_right", mistake="float BOS column changes the dtype", source='''
+    dict(exercise="shift_right", diagnosis="returned dtype", mistake="float BOS column changes the dtype", source='''
 def shift_right(tgt, bos_id):
     return torch.cat([torch.full((tgt.shape[0], 1), float(bos_id)), tgt[:, :-1].float()], dim=1)
 '''),
-    dict(exercise="shift_right", mistake="shifts along the batch axis", source='''
+    dict(exercise="shift_right", diagnosis="Likely mistake: you shifted along the batch", mistake="shifts along the batch axis", source='''
 def shift_right(tgt, bos_id):
     return torch.cat([torch.full_like(tgt[:1], bos_id), tgt[:-1]], dim=0)
 '''),
     # ------------------------------------------------------------ decoder_self_attention_mask
-    dict(exercise="decoder_self_attention_mask", mistake="upper triangle (j >= i)", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the causal part is transposed:", mistake="upper triangle (j >= i)", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] >= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]
 '''),
-    dict(exercise="decoder_self_attention_mask", mistake="strict causal mask (no diagonal)", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the causal part excludes the", mistake="strict causal mask (no diagonal)", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] < pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]
 '''),
-    dict(exercise="decoder_self_attention_mask", mistake="padding applied to the query rows", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the padding is masked along", mistake="padding applied to the query rows", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] <= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, :, None]
 '''),
-    dict(exercise="decoder_self_attention_mask", mistake="padding forgotten", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the padding mask is missing:", mistake="padding forgotten", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     return torch.ones(len(tgt_lengths), n, n, dtype=torch.bool).tril()
 '''),
-    dict(exercise="decoder_self_attention_mask", mistake="off by one in the padding (j <= length)", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: off by one in the padding:", mistake="off by one in the padding (j <= length)", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] <= pos[:, None])[None] & (pos[None, :] <= tgt_lengths[:, None])[:, None, :]
 '''),
-    dict(exercise="decoder_self_attention_mask", mistake="masks combined with or", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the two masks are combined", mistake="masks combined with or", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] <= pos[:, None])[None] | (pos[None, :] < tgt_lengths[:, None])[:, None, :]
 '''),
-    dict(exercise="decoder_self_attention_mask", mistake="returns a float 0/1 mask", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="returned dtype", mistake="returns a float 0/1 mask", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return ((pos[None, :] <= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]).float()
 '''),
     # ------------------------------------------------------------ transformer_lr
-    dict(exercise="transformer_lr", mistake="no dim factor", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: the factor dim^-0.5 is missing.", mistake="no dim factor", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return min(step ** -0.5, step * warmup ** -1.5)
 '''),
-    dict(exercise="transformer_lr", mistake="warmup^-0.5 in the linear branch", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: the warmup is raised to -0.5", mistake="warmup^-0.5 in the linear branch", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return dim ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)
 '''),
-    dict(exercise="transformer_lr", mistake="max instead of min", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: max instead of min: the schedule", mistake="max instead of min", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return dim ** -0.5 * max(step ** -0.5, step * warmup ** -1.5)
 '''),
-    dict(exercise="transformer_lr", mistake="step 0 not handled", source='''
+    dict(exercise="transformer_lr", diagnosis="raised", mistake="step 0 not handled", source='''
 def transformer_lr(step, dim, warmup):
     return dim ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 '''),
-    dict(exercise="transformer_lr", mistake="step counted from 1 (uses step + 1)", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: the step is counted from 1", mistake="step counted from 1 (uses step + 1)", source='''
 def transformer_lr(step, dim, warmup):
     step = step + 1
     return dim ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 '''),
-    dict(exercise="transformer_lr", mistake="returns a tensor, not a float", source='''
+    dict(exercise="transformer_lr", diagnosis="expected", mistake="returns a tensor, not a float", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return torch.tensor([0.0])
     return torch.tensor([dim ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)])
 '''),
-    dict(exercise="transformer_lr", mistake="linear branch step / warmup (missing warmup^-0.5)", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: the linear branch is step", mistake="linear branch step / warmup (missing warmup^-0.5)", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return dim ** -0.5 * min(step ** -0.5, step / warmup)
 '''),
     # ------------------------------------------------------------ label_smoothed_loss
-    dict(exercise="label_smoothed_loss", mistake="divides by all positions, padding included", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: padding positions are counted:", mistake="divides by all positions, padding included", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     keep = target != ignore_index
@@ -123,7 +123,7 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = ((1 - smoothing) * nll + smoothing * -logp.mean(-1)) * keep
     return loss.mean()
 '''),
-    dict(exercise="label_smoothed_loss", mistake="eps spread over the V - 1 wrong classes", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: eps is spread over the V -", mistake="eps spread over the V - 1 wrong classes", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     keep = target != ignore_index
@@ -133,7 +133,7 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = -(q * logp).sum(-1) * keep
     return loss.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", mistake="sum over the vocabulary instead of mean", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the uniform part sums -log", mistake="sum over the vocabulary instead of mean", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     keep = target != ignore_index
@@ -142,7 +142,7 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = ((1 - smoothing) * nll + smoothing * -logp.sum(-1)) * keep
     return loss.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", mistake="true class weight 1 instead of 1 - eps", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the true class keeps weight", mistake="true class weight 1 instead of 1 - eps", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     keep = target != ignore_index
@@ -151,7 +151,7 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = (nll + smoothing * -logp.mean(-1)) * keep
     return loss.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", mistake="log of softmax overflows (no log_softmax)", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="contains NaN", mistake="log of softmax overflows (no log_softmax)", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log(torch.exp(logits) / torch.exp(logits).sum(-1, keepdim=True))
     keep = target != ignore_index
@@ -160,20 +160,20 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = ((1 - smoothing) * nll + smoothing * -logp.mean(-1)) * keep
     return loss.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", mistake="calls F.cross_entropy", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="does the exercise for you", mistake="calls F.cross_entropy", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     import torch.nn.functional as F
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
                            ignore_index=ignore_index, label_smoothing=smoothing)
 '''),
-    dict(exercise="label_smoothed_loss", mistake="padding positions not ignored", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: ignore_index is not ignored:", mistake="padding positions not ignored", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     safe = torch.where(target != ignore_index, target, torch.zeros_like(target))
     nll = -logp.gather(-1, safe[..., None]).squeeze(-1)
     return ((1 - smoothing) * nll + smoothing * -logp.mean(-1)).mean()
 '''),
-    dict(exercise="label_smoothed_loss", mistake="casts to float32", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="returned dtype", mistake="casts to float32", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits.float(), dim=-1)
     keep = target != ignore_index
@@ -183,7 +183,7 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     return loss.sum() / keep.sum()
 '''),
     # ------------------------------------------------------------ cross_attention
-    dict(exercise="cross_attention", mistake="queries from the memory, keys/values from x", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: queries and keys/values are", mistake="queries from the memory, keys/values from x", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     x, memory = memory, x
     b, n_t, d = x.shape
@@ -195,7 +195,7 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     s = q @ k.transpose(-2, -1) / math.sqrt(hd)
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
-    dict(exercise="cross_attention", mistake="scale by sqrt(dim)", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the scores are scaled by sqrt(dim);", mistake="scale by sqrt(dim)", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -208,7 +208,7 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
         s = s.masked_fill(~memory_mask[:, None], float("-inf"))
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
-    dict(exercise="cross_attention", mistake="mask ignored", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: memory_mask is ignored: masked", mistake="mask ignored", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -219,7 +219,7 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     s = q @ k.transpose(-2, -1) / math.sqrt(hd)
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
-    dict(exercise="cross_attention", mistake="heads merged with view without transposing back", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the heads are merged without", mistake="heads merged with view without transposing back", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -232,7 +232,7 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
         s = s.masked_fill(~memory_mask[:, None], float("-inf"))
     return (torch.softmax(s, -1) @ v).reshape(b, n_t, d) @ w_o.T
 '''),
-    dict(exercise="cross_attention", mistake="no output projection", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the output projection w_o", mistake="no output projection", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -245,7 +245,7 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
         s = s.masked_fill(~memory_mask[:, None], float("-inf"))
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d)
 '''),
-    dict(exercise="cross_attention", mistake="weights not transposed (x @ w)", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the weights are not transposed:", mistake="weights not transposed (x @ w)", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -258,7 +258,7 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
         s = s.masked_fill(~memory_mask[:, None], float("-inf"))
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o
 '''),
-    dict(exercise="cross_attention", mistake="causal mask added to cross-attention", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: a causal mask was added: cross-attention", mistake="causal mask added to cross-attention", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]

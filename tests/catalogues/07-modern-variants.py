@@ -8,94 +8,94 @@ tests of that exercise must fail on it (tests/test_catalogues.py).
 
 WRONG = [
     # ------------------------------------------------------------ pre_ln_block
-    dict(exercise="pre_ln_block", mistake="writes the post-LN block", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: this is the post-LN block:", mistake="writes the post-LN block", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = norm1(x + attn(x))
     return norm2(h + mlp(h))
 '''),
-    dict(exercise="pre_ln_block", mistake="runs the two sublayers in parallel on x", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the MLP reads x instead of", mistake="runs the two sublayers in parallel on x", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     return x + attn(norm1(x)) + mlp(norm2(x))
 '''),
-    dict(exercise="pre_ln_block", mistake="the skip carries the normalized input", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the skip carries the normalized", mistake="the skip carries the normalized input", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = norm1(x)
     h = h + attn(h)
     g = norm2(h)
     return g + mlp(g)
 '''),
-    dict(exercise="pre_ln_block", mistake="swaps norm1 and norm2", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: norm1 and norm2 are swapped:", mistake="swaps norm1 and norm2", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + attn(norm2(x))
     return h + mlp(norm1(h))
 '''),
-    dict(exercise="pre_ln_block", mistake="uses norm1 twice", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the same norm is used before", mistake="uses norm1 twice", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + attn(norm1(x))
     return h + mlp(norm1(h))
 '''),
-    dict(exercise="pre_ln_block", mistake="adds a final norm to the block output", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the output is normalized at", mistake="adds a final norm to the block output", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + attn(norm1(x))
     return norm2(h + mlp(norm2(h)))
 '''),
-    dict(exercise="pre_ln_block", mistake="forgets the second skip", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the skip around the MLP is", mistake="forgets the second skip", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + attn(norm1(x))
     return mlp(norm2(h))
 '''),
-    dict(exercise="pre_ln_block", mistake="MLP first, then attention", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the MLP runs before the attention:", mistake="MLP first, then attention", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + mlp(norm2(x))
     return h + attn(norm1(h))
 '''),
-    dict(exercise="pre_ln_block", mistake="updates x in place with +=", source='''
+    dict(exercise="pre_ln_block", diagnosis="raised", mistake="updates x in place with +=", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     x += attn(norm1(x))
     x += mlp(norm2(x))
     return x
 '''),
     # ------------------------------------------------------------ swiglu
-    dict(exercise="swiglu", mistake="SiLU on the up branch instead of the gate", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the gate and up projections", mistake="SiLU on the up branch instead of the gate", source='''
 def swiglu(x, w_gate, w_up, w_down):
     up = x @ w_up.T
     return (up * torch.sigmoid(up) * (x @ w_gate.T)) @ w_down.T
 '''),
-    dict(exercise="swiglu", mistake="sigmoid gate (GLU) instead of SiLU", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the activation is a sigmoid:", mistake="sigmoid gate (GLU) instead of SiLU", source='''
 def swiglu(x, w_gate, w_up, w_down):
     return (torch.sigmoid(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
 '''),
-    dict(exercise="swiglu", mistake="adds the branches", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the two branches are added,", mistake="adds the branches", source='''
 def swiglu(x, w_gate, w_up, w_down):
     g = x @ w_gate.T
     return (g * torch.sigmoid(g) + x @ w_up.T) @ w_down.T
 '''),
-    dict(exercise="swiglu", mistake="SiLU of the product", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the SiLU is applied to the", mistake="SiLU of the product", source='''
 def swiglu(x, w_gate, w_up, w_down):
     z = (x @ w_gate.T) * (x @ w_up.T)
     return (z * torch.sigmoid(z)) @ w_down.T
 '''),
-    dict(exercise="swiglu", mistake="calls F.silu", source='''
+    dict(exercise="swiglu", diagnosis="does the exercise for you", mistake="calls F.silu", source='''
 def swiglu(x, w_gate, w_up, w_down):
     import torch.nn.functional as F
     return (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
 '''),
-    dict(exercise="swiglu", mistake="ReLU gate (ReGLU)", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the activation is ReLU: SwiGLU", mistake="ReLU gate (ReGLU)", source='''
 def swiglu(x, w_gate, w_up, w_down):
     return (torch.relu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
 '''),
-    dict(exercise="swiglu", mistake="SiLU written as z * sigmoid(-z)", source='''
+    dict(exercise="swiglu", diagnosis="gives wrong values", mistake="SiLU written as z * sigmoid(-z)", source='''
 def swiglu(x, w_gate, w_up, w_down):
     g = x @ w_gate.T
     return (g * torch.sigmoid(-g) * (x @ w_up.T)) @ w_down.T
 '''),
-    dict(exercise="swiglu", mistake="down projection not transposed", source='''
+    dict(exercise="swiglu", diagnosis="gives wrong values", mistake="down projection not transposed", source='''
 def swiglu(x, w_gate, w_up, w_down):
     g = x @ w_gate.T
     return (g * torch.sigmoid(g) * (x @ w_up.T)) @ w_down
 '''),
     # ------------------------------------------------------------ apply_rope
-    dict(exercise="apply_rope", mistake="rotate_half without the minus sign on the right half", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the rotation goes the wrong", mistake="rotate_half without the minus sign on the right half", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -104,7 +104,7 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([x2, -x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", mistake="interleaved frequencies (repeat_interleave) with the half-split rotation", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the frequencies are repeated", mistake="interleaved frequencies (repeat_interleave) with the half-split rotation", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -112,7 +112,7 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", mistake="rotates adjacent pairs (the paper's interleaved layout)", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: this rotates adjacent pairs", mistake="rotates adjacent pairs (the paper's interleaved layout)", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -122,7 +122,7 @@ def apply_rope(x, positions, base=10000.0):
     yo = xe * a.sin() + xo * a.cos()
     return torch.stack([ye, yo], dim=-1).flatten(-2)
 '''),
-    dict(exercise="apply_rope", mistake="exponent -i/d instead of -2i/d", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the frequency exponent is", mistake="exponent -i/d instead of -2i/d", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-torch.arange(d // 2, dtype=x.dtype) / d)
@@ -131,7 +131,7 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", mistake="uses the index arange(seq) instead of positions", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the positions are ignored:", mistake="uses the index arange(seq) instead of positions", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -140,7 +140,7 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", mistake="hard-codes base 10000", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: `base` is ignored: use the", mistake="hard-codes base 10000", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = 10000.0 ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -149,7 +149,7 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", mistake="computes the tables in float32 whatever the dtype of x", source='''
+    dict(exercise="apply_rope", diagnosis="gives wrong values", mistake="computes the tables in float32 whatever the dtype of x", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=torch.float32) / d)
@@ -158,7 +158,7 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", mistake="swaps cos and sin", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: cos and sin are swapped: x", mistake="swaps cos and sin", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -168,14 +168,14 @@ def apply_rope(x, positions, base=10000.0):
     return x * a.sin() + torch.cat([-x2, x1], -1) * a.cos()
 '''),
     # ------------------------------------------------------------ next_token_loss
-    dict(exercise="next_token_loss", mistake="no shift", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the logits and targets are", mistake="no shift", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits, dim=-1)
     keep = torch.ones_like(ids, dtype=torch.bool) if ignore_index is None else ids != ignore_index
     nll = -logp.gather(-1, torch.where(keep, ids, 0)[..., None])[..., 0]
     return (nll * keep).sum() / keep.sum()
 '''),
-    dict(exercise="next_token_loss", mistake="shifts the wrong way", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the shift goes the wrong way:", mistake="shifts the wrong way", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, 1:], dim=-1)
     t = ids[:, :-1]
@@ -183,7 +183,7 @@ def next_token_loss(logits, ids, ignore_index=None):
     nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
     return (nll * keep).sum() / keep.sum()
 '''),
-    dict(exercise="next_token_loss", mistake="divides by all targets, ignored ones included", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the ignored targets are counted", mistake="divides by all targets, ignored ones included", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     t = ids[:, 1:]
@@ -191,13 +191,13 @@ def next_token_loss(logits, ids, ignore_index=None):
     nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
     return (nll * keep).sum() / t.numel()
 '''),
-    dict(exercise="next_token_loss", mistake="ignores ignore_index (and clamps invalid ids to 0)", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: ignore_index is not applied:", mistake="ignores ignore_index (and clamps invalid ids to 0)", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     t = ids[:, 1:].clamp(min=0)
     return -logp.gather(-1, t[..., None]).mean()
 '''),
-    dict(exercise="next_token_loss", mistake="log-softmax over the sequence axis", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the log-softmax is taken over", mistake="log-softmax over the sequence axis", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=1)
     t = ids[:, 1:]
@@ -205,13 +205,13 @@ def next_token_loss(logits, ids, ignore_index=None):
     nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
     return (nll * keep).sum() / keep.sum()
 '''),
-    dict(exercise="next_token_loss", mistake="calls F.cross_entropy", source='''
+    dict(exercise="next_token_loss", diagnosis="does the exercise for you", mistake="calls F.cross_entropy", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     import torch.nn.functional as F
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(),
                            ignore_index=-100 if ignore_index is None else ignore_index)
 '''),
-    dict(exercise="next_token_loss", mistake="sums instead of averaging", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss is summed, not averaged", mistake="sums instead of averaging", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     t = ids[:, 1:]
@@ -219,7 +219,7 @@ def next_token_loss(logits, ids, ignore_index=None):
     nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
     return (nll * keep).sum()
 '''),
-    dict(exercise="next_token_loss", mistake="casts the loss to float32", source='''
+    dict(exercise="next_token_loss", diagnosis="returned dtype", mistake="casts the loss to float32", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
     t = ids[:, 1:]
@@ -227,7 +227,7 @@ def next_token_loss(logits, ids, ignore_index=None):
     nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
     return (nll * keep).sum() / keep.sum()
 '''),
-    dict(exercise="next_token_loss", mistake="mean over the batch of per-sequence means", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss averages each sequence,", mistake="mean over the batch of per-sequence means", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     t = ids[:, 1:]
@@ -236,7 +236,7 @@ def next_token_loss(logits, ids, ignore_index=None):
     return ((nll * keep).sum(1) / keep.sum(1).clamp(min=1)).mean()
 '''),
     # ------------------------------------------------------------ sample_next_token
-    dict(exercise="sample_next_token", mistake="multiplies by the temperature", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: the temperature is not applied:", mistake="multiplies by the temperature", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits * temperature
     if top_k is not None:
@@ -244,14 +244,14 @@ def sample_next_token(logits, temperature, top_k, generator):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
 '''),
-    dict(exercise="sample_next_token", mistake="forgets the temperature", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: the temperature is not applied:", mistake="forgets the temperature", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     if top_k is not None:
         kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
 '''),
-    dict(exercise="sample_next_token", mistake="top-k keeps one too many (index k instead of k-1)", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: top-k keeps one token too many:", mistake="top-k keeps one too many (index k instead of k-1)", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits / temperature
     if top_k is not None and top_k < logits.shape[-1]:
@@ -259,15 +259,15 @@ def sample_next_token(logits, temperature, top_k, generator):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
 '''),
-    dict(exercise="sample_next_token", mistake="ignores top_k", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: top_k is ignored: keep only", mistake="ignores top_k", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator)
 '''),
-    dict(exercise="sample_next_token", mistake="returns the argmax", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: the token is the argmax: sample", mistake="returns the argmax", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     return logits.argmax(dim=-1, keepdim=True)
 '''),
-    dict(exercise="sample_next_token", mistake="uses the global RNG, not the generator", source='''
+    dict(exercise="sample_next_token", diagnosis="gives wrong values", mistake="uses the global RNG, not the generator", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits / temperature
     if top_k is not None:
@@ -275,7 +275,7 @@ def sample_next_token(logits, temperature, top_k, generator):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, -1), 1)
 '''),
-    dict(exercise="sample_next_token", mistake="masks with zeros instead of -inf", source='''
+    dict(exercise="sample_next_token", diagnosis="gives wrong values", mistake="masks with zeros instead of -inf", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits / temperature
     if top_k is not None:
@@ -283,7 +283,7 @@ def sample_next_token(logits, temperature, top_k, generator):
         logits = logits.masked_fill(logits < kth, 0.0)
     return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
 '''),
-    dict(exercise="sample_next_token", mistake="returns a (batch,) vector", source='''
+    dict(exercise="sample_next_token", diagnosis="returned shape", mistake="returns a (batch,) vector", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits / temperature
     if top_k is not None:

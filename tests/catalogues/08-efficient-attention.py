@@ -8,76 +8,76 @@ hidden tests of that exercise must fail on it (tests/test_catalogues.py).
 
 WRONG = [
     # ------------------------------------------------------------ kv_cache_bytes
-    dict(exercise="kv_cache_bytes", mistake="forgets the factor 2 (keys only)", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the factor 2 is missing: the", mistake="forgets the factor 2 (keys only)", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes
 '''),
-    dict(exercise="kv_cache_bytes", mistake="counts bits, not bytes", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the result is in bits: multiply", mistake="counts bits, not bytes", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes * 8
 '''),
-    dict(exercise="kv_cache_bytes", mistake="one layer only", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the number of layers is missing:", mistake="one layer only", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_kv_heads * head_dim * seq_len * batch * dtype_bytes
 '''),
-    dict(exercise="kv_cache_bytes", mistake="ignores the batch", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the batch size is missing:", mistake="ignores the batch", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_layers * n_kv_heads * head_dim * seq_len * dtype_bytes
 '''),
-    dict(exercise="kv_cache_bytes", mistake="returns a float (divides by 1)", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: return an int (a count of", mistake="returns a float (divides by 1)", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes / 1
 '''),
-    dict(exercise="kv_cache_bytes", mistake="number of values, not bytes", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the dtype size is missing:", mistake="number of values, not bytes", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch
 '''),
-    dict(exercise="kv_cache_bytes", mistake="converts to GiB", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="gives a wrong result", mistake="converts to GiB", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes // 1024**3
 '''),
-    dict(exercise="kv_cache_bytes", mistake="returns a tensor", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: return an int (a count of", mistake="returns a tensor", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return torch.tensor(2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes, dtype=torch.float32)
 '''),
     # ------------------------------------------------------------ repeat_kv
-    dict(exercise="repeat_kv", mistake="tiles the heads (repeat) instead of repeating each in place", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the KV heads are tiled (0,", mistake="tiles the heads (repeat) instead of repeating each in place", source='''
 def repeat_kv(x, n_rep):
     return x.repeat(1, n_rep, 1, 1)
 '''),
-    dict(exercise="repeat_kv", mistake="repeat_interleave on the sequence axis", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the copies are made along the sequence", mistake="repeat_interleave on the sequence axis", source='''
 def repeat_kv(x, n_rep):
     return x.repeat_interleave(n_rep, dim=2)
 '''),
-    dict(exercise="repeat_kv", mistake="repeat_interleave on the batch axis", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the copies are made along the batch", mistake="repeat_interleave on the batch axis", source='''
 def repeat_kv(x, n_rep):
     return x.repeat_interleave(n_rep, dim=0)
 '''),
-    dict(exercise="repeat_kv", mistake="new axis after the sequence axis, then a reshape", source='''
+    dict(exercise="repeat_kv", diagnosis="gives wrong values", mistake="new axis after the sequence axis, then a reshape", source='''
 def repeat_kv(x, n_rep):
     b, h, n, d = x.shape
     return x[:, :, :, None].expand(b, h, n, n_rep, d).reshape(b, h * n_rep, n, d)
 '''),
-    dict(exercise="repeat_kv", mistake="new axis before the heads (tiles)", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the KV heads are tiled (0,", mistake="new axis before the heads (tiles)", source='''
 def repeat_kv(x, n_rep):
     b, h, n, d = x.shape
     return x[:, None].expand(b, n_rep, h, n, d).reshape(b, h * n_rep, n, d)
 '''),
-    dict(exercise="repeat_kv", mistake="cat of n_rep copies along the heads (tiles)", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the KV heads are tiled (0,", mistake="cat of n_rep copies along the heads (tiles)", source='''
 def repeat_kv(x, n_rep):
     return torch.cat([x] * n_rep, dim=1)
 '''),
-    dict(exercise="repeat_kv", mistake="ignores n_rep when it is not 2", source='''
+    dict(exercise="repeat_kv", diagnosis="returned shape", mistake="ignores n_rep when it is not 2", source='''
 def repeat_kv(x, n_rep):
     return x.repeat_interleave(2, dim=1) if n_rep > 1 else x
 '''),
-    dict(exercise="repeat_kv", mistake="calls the reference", source='''
+    dict(exercise="repeat_kv", diagnosis="calls the reference", mistake="calls the reference", source='''
 def repeat_kv(x, n_rep):
     from course_lib.multi_head import repeat_kv as _r
     return _r(x, n_rep)
 '''),
     # ------------------------------------------------------------ decode_step_with_cache
-    dict(exercise="decode_step_with_cache", mistake="ignores the cache in the attention", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the new tokens attend only", mistake="ignores the cache in the attention", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -86,14 +86,14 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k_new.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
     return torch.softmax(s, -1) @ v_new, k, v
 '''),
-    dict(exercise="decode_step_with_cache", mistake="no causal mask among the new tokens", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the new tokens are not masked", mistake="no causal mask among the new tokens", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
     s = q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])
     return torch.softmax(s, -1) @ v, k, v
 '''),
-    dict(exercise="decode_step_with_cache", mistake="causal mask aligned top-left (tril without offset)", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the causal mask is aligned", mistake="causal mask aligned top-left (tril without offset)", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -101,7 +101,7 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
     return torch.softmax(s, -1) @ v, k, v
 '''),
-    dict(exercise="decode_step_with_cache", mistake="new keys put before the cache", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the new keys/values are put", mistake="new keys put before the cache", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_new, k_cache], dim=-2)
     v = torch.cat([v_new, v_cache], dim=-2)
@@ -110,7 +110,7 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
     return torch.softmax(s, -1) @ v, k, v
 '''),
-    dict(exercise="decode_step_with_cache", mistake="no 1/sqrt(d_k) scale", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the scores are not scaled", mistake="no 1/sqrt(d_k) scale", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -119,7 +119,7 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k.transpose(-2, -1)).masked_fill(~allowed, float("-inf"))
     return torch.softmax(s, -1) @ v, k, v
 '''),
-    dict(exercise="decode_step_with_cache", mistake="returns the old caches", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the old caches are returned:", mistake="returns the old caches", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -128,14 +128,14 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
     return torch.softmax(s, -1) @ v, k_cache, v_cache
 '''),
-    dict(exercise="decode_step_with_cache", mistake="concatenates on the feature axis", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="raised", mistake="concatenates on the feature axis", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-1)
     v = torch.cat([v_cache, v_new], dim=-1)
     s = q_new @ k_new.transpose(-2, -1) / math.sqrt(q_new.shape[-1])
     return torch.softmax(s, -1) @ v_new, k, v
 '''),
-    dict(exercise="decode_step_with_cache", mistake="softmax over the queries", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="gives a wrong result", mistake="softmax over the queries", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -144,7 +144,7 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, -1e9)
     return torch.softmax(s, -2) @ v, k, v
 '''),
-    dict(exercise="decode_step_with_cache", mistake="uses torch's fused attention", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="does the exercise for you", mistake="uses torch's fused attention", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     import torch.nn.functional as F
     k = torch.cat([k_cache, k_new], dim=-2)
@@ -154,7 +154,7 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     return F.scaled_dot_product_attention(q_new, k, v, attn_mask=allowed), k, v
 '''),
     # ------------------------------------------------------------ online_softmax_attention
-    dict(exercise="online_softmax_attention", mistake="does not rescale the running output", source='''
+    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the running output is not", mistake="does not rescale the running output", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -169,7 +169,7 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", mistake="does not rescale the running sum", source='''
+    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the running sum is not rescaled:", mistake="does not rescale the running sum", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -184,7 +184,7 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", mistake="uses the block maximum, not the running maximum", source='''
+    dict(exercise="online_softmax_attention", diagnosis="contains NaN", mistake="uses the block maximum, not the running maximum", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -200,7 +200,7 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", mistake="no running maximum at all: overflows for large scores", source='''
+    dict(exercise="online_softmax_attention", diagnosis="contains NaN", mistake="no running maximum at all: overflows for large scores", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
@@ -211,7 +211,7 @@ def online_softmax_attention(q, k, v, block_size):
         o = o + p @ v[..., start:start + block_size, :]
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", mistake="skips the last, shorter block", source='''
+    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the last, shorter block is", mistake="skips the last, shorter block", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -228,7 +228,7 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", mistake="normalizes each block separately and averages", source='''
+    dict(exercise="online_softmax_attention", diagnosis="gives wrong values", mistake="normalizes each block separately and averages", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     outs = []
@@ -238,7 +238,7 @@ def online_softmax_attention(q, k, v, block_size):
         outs.append((p / p.sum(-1, keepdim=True)) @ v[..., start:start + block_size, :])
     return sum(outs) / len(outs)
 '''),
-    dict(exercise="online_softmax_attention", mistake="no 1/sqrt(d_k) scale", source='''
+    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the scores are not scaled", mistake="no 1/sqrt(d_k) scale", source='''
 def online_softmax_attention(q, k, v, block_size):
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
     l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
@@ -253,13 +253,13 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", mistake="materialises the full score matrix (softmax written out)", source='''
+    dict(exercise="online_softmax_attention", diagnosis="builds a tensor of shape", mistake="materialises the full score matrix (softmax written out)", source='''
 def online_softmax_attention(q, k, v, block_size):
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     p = torch.exp(s - s.amax(-1, keepdim=True))
     return (p / p.sum(-1, keepdim=True)) @ v
 '''),
-    dict(exercise="online_softmax_attention", mistake="softmax per block with torch.softmax", source='''
+    dict(exercise="online_softmax_attention", diagnosis="does the exercise for you", mistake="softmax per block with torch.softmax", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -276,12 +276,12 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", mistake="calls torch's fused attention", source='''
+    dict(exercise="online_softmax_attention", diagnosis="does the exercise for you", mistake="calls torch's fused attention", source='''
 def online_softmax_attention(q, k, v, block_size):
     import torch.nn.functional as F
     return F.scaled_dot_product_attention(q, k, v)
 '''),
-    dict(exercise="online_softmax_attention", mistake="blocks over the queries, each block still scoring every key", source='''
+    dict(exercise="online_softmax_attention", diagnosis="builds a tensor of shape", mistake="blocks over the queries, each block still scoring every key", source='''
 def online_softmax_attention(q, k, v, block_size):
     outs = []
     for start in range(0, q.shape[-2], block_size):

@@ -8,63 +8,63 @@ hidden tests of that exercise must fail on it (tests/test_catalogues.py).
 
 WRONG = [
     # ------------------------------------------------------------ patchify
-    dict(exercise="patchify", mistake="reshape without permute: strips of pixels, not square patches", source='''
+    dict(exercise="patchify", diagnosis="Likely mistake: a plain reshape without a", mistake="reshape without permute: strips of pixels, not square patches", source='''
 def patchify(images, patch):
     b, c, h, w = images.shape
     return images.reshape(b, (h // patch) * (w // patch), c * patch * patch)
 '''),
-    dict(exercise="patchify", mistake="channel-last patch vectors (row, column, channel)", source='''
+    dict(exercise="patchify", diagnosis="Likely mistake: each patch vector is ordered", mistake="channel-last patch vectors (row, column, channel)", source='''
 def patchify(images, patch):
     b, c, h, w = images.shape
     x = images.reshape(b, c, h // patch, patch, w // patch, patch).permute(0, 2, 4, 3, 5, 1)
     return x.reshape(b, -1, c * patch * patch)
 '''),
-    dict(exercise="patchify", mistake="grid read column by column", source='''
+    dict(exercise="patchify", diagnosis="Likely mistake: the patches come out in column-major", mistake="grid read column by column", source='''
 def patchify(images, patch):
     b, c, h, w = images.shape
     x = images.reshape(b, c, h // patch, patch, w // patch, patch).permute(0, 4, 2, 1, 3, 5)
     return x.reshape(b, -1, c * patch * patch)
 '''),
-    dict(exercise="patchify", mistake="rows and columns inside a patch swapped", source='''
+    dict(exercise="patchify", diagnosis="Likely mistake: inside a patch, rows and columns", mistake="rows and columns inside a patch swapped", source='''
 def patchify(images, patch):
     b, c, h, w = images.shape
     x = images.reshape(b, c, h // patch, patch, w // patch, patch).permute(0, 2, 4, 1, 5, 3)
     return x.reshape(b, -1, c * patch * patch)
 '''),
-    dict(exercise="patchify", mistake="assumes square images (uses h for both sides)", source='''
+    dict(exercise="patchify", diagnosis="raised", mistake="assumes square images (uses h for both sides)", source='''
 def patchify(images, patch):
     b, c, h, w = images.shape
     x = images.reshape(b, c, h // patch, patch, h // patch, patch).permute(0, 2, 4, 1, 3, 5)
     return x.reshape(b, -1, c * patch * patch)
 '''),
-    dict(exercise="patchify", mistake="returns (B, C*P*P, N) like F.unfold", source='''
+    dict(exercise="patchify", diagnosis="Likely mistake: the result is (B, C*P*P, N),", mistake="returns (B, C*P*P, N) like F.unfold", source='''
 def patchify(images, patch):
     b, c, h, w = images.shape
     x = images.reshape(b, c, h // patch, patch, w // patch, patch).permute(0, 1, 3, 5, 2, 4)
     return x.reshape(b, c * patch * patch, -1)
 '''),
-    dict(exercise="patchify", mistake="uses F.unfold", source='''
+    dict(exercise="patchify", diagnosis="does the exercise for you", mistake="uses F.unfold", source='''
 def patchify(images, patch):
     return F.unfold(images, kernel_size=patch, stride=patch).transpose(1, 2)
 '''),
-    dict(exercise="patchify", mistake="calls the reference", source='''
+    dict(exercise="patchify", diagnosis="calls the reference", mistake="calls the reference", source='''
 def patchify(images, patch):
     from course_lib.vit import patchify as p
     return p(images, patch)
 '''),
-    dict(exercise="patchify", mistake="goes through numpy (loses autograd)", source='''
+    dict(exercise="patchify", diagnosis="cut off from the autograd graph", mistake="goes through numpy (loses autograd)", source='''
 def patchify(images, patch):
     b, c, h, w = images.shape
     x = images.detach().numpy().reshape(b, c, h // patch, patch, w // patch, patch).transpose(0, 2, 4, 1, 3, 5)
     return torch.from_numpy(x.reshape(b, -1, c * patch * patch).copy())
 '''),
-    dict(exercise="patchify", mistake="casts to float32", source='''
+    dict(exercise="patchify", diagnosis="returned dtype", mistake="casts to float32", source='''
 def patchify(images, patch):
     b, c, h, w = images.shape
     x = images.float().reshape(b, c, h // patch, patch, w // patch, patch).permute(0, 2, 4, 1, 3, 5)
     return x.reshape(b, -1, c * patch * patch)
 '''),
-    dict(exercise="patchify", mistake="Tensor.unfold with the patch windows in (column, row) order", source='''
+    dict(exercise="patchify", diagnosis="Likely mistake: inside a patch, rows and columns", mistake="Tensor.unfold with the patch windows in (column, row) order", source='''
 def patchify(images, patch):
     b, c, h, w = images.shape
     x = images.unfold(2, patch, patch).unfold(3, patch, patch)   # (B, C, gh, gw, P, P)
@@ -72,110 +72,110 @@ def patchify(images, patch):
     return x.reshape(b, -1, c * patch * patch)
 '''),
     # ------------------------------------------------------------ patch_embed
-    dict(exercise="patch_embed", mistake="forgets the bias", source='''
+    dict(exercise="patch_embed", diagnosis="Likely mistake: the bias is missing: add it", mistake="forgets the bias", source='''
 def patch_embed(images, weight, bias, patch):
     return patchify(images, patch) @ weight.reshape(weight.shape[0], -1).T
 '''),
-    dict(exercise="patch_embed", mistake="flattens the weight channel-last", source='''
+    dict(exercise="patch_embed", diagnosis="Likely mistake: the weight was flattened as", mistake="flattens the weight channel-last", source='''
 def patch_embed(images, weight, bias, patch):
     w = weight.permute(0, 2, 3, 1).reshape(weight.shape[0], -1)
     return patchify(images, patch) @ w.T + bias
 '''),
-    dict(exercise="patch_embed", mistake="no transpose of the weight (works only when D == C*P*P)", source='''
+    dict(exercise="patch_embed", diagnosis="Likely mistake: the weight was reshaped to", mistake="no transpose of the weight (works only when D == C*P*P)", source='''
 def patch_embed(images, weight, bias, patch):
     w = weight.reshape(-1, weight.shape[0])
     return patchify(images, patch) @ w + bias
 '''),
-    dict(exercise="patch_embed", mistake="uses the strided convolution", source='''
+    dict(exercise="patch_embed", diagnosis="does the exercise for you", mistake="uses the strided convolution", source='''
 def patch_embed(images, weight, bias, patch):
     return F.conv2d(images, weight, bias, stride=patch).flatten(2).transpose(1, 2)
 '''),
-    dict(exercise="patch_embed", mistake="patches without the permute", source='''
+    dict(exercise="patch_embed", diagnosis="Likely mistake: a reshape without a permute", mistake="patches without the permute", source='''
 def patch_embed(images, weight, bias, patch):
     b = images.shape[0]
     x = images.reshape(b, -1, weight[0].numel())
     return x @ weight.reshape(weight.shape[0], -1).T + bias
 '''),
-    dict(exercise="patch_embed", mistake="transposes the output to (B, D, N)", source='''
+    dict(exercise="patch_embed", diagnosis="Likely mistake: the result is (B, D, N), the", mistake="transposes the output to (B, D, N)", source='''
 def patch_embed(images, weight, bias, patch):
     return (patchify(images, patch) @ weight.reshape(weight.shape[0], -1).T + bias).transpose(1, 2)
 '''),
-    dict(exercise="patch_embed", mistake="kernel rows and columns swapped (weight transposed per channel)", source='''
+    dict(exercise="patch_embed", diagnosis="Likely mistake: each patch's rows and columns", mistake="kernel rows and columns swapped (weight transposed per channel)", source='''
 def patch_embed(images, weight, bias, patch):
     w = weight.transpose(2, 3).reshape(weight.shape[0], -1)
     return patchify(images, patch) @ w.T + bias
 '''),
-    dict(exercise="patch_embed", mistake="bias added to the pixels before projecting", source='''
+    dict(exercise="patch_embed", diagnosis="gives wrong values", mistake="bias added to the pixels before projecting", source='''
 def patch_embed(images, weight, bias, patch):
     return (patchify(images, patch) + bias.mean()) @ weight.reshape(weight.shape[0], -1).T
 '''),
     # ------------------------------------------------------------ prepend_cls_add_pos
-    dict(exercise="prepend_cls_add_pos", mistake="CLS token appended at the end", source='''
+    dict(exercise="prepend_cls_add_pos", diagnosis="Likely mistake: the CLS token is appended", mistake="CLS token appended at the end", source='''
 def prepend_cls_add_pos(patches, cls_token, pos_embed):
     return torch.cat([patches, cls_token.expand(patches.shape[0], -1, -1)], dim=1) + pos_embed
 '''),
-    dict(exercise="prepend_cls_add_pos", mistake="no positions", source='''
+    dict(exercise="prepend_cls_add_pos", diagnosis="Likely mistake: the positions are missing.", mistake="no positions", source='''
 def prepend_cls_add_pos(patches, cls_token, pos_embed):
     return torch.cat([cls_token.expand(patches.shape[0], -1, -1), patches], dim=1)
 '''),
-    dict(exercise="prepend_cls_add_pos", mistake="CLS gets no position", source='''
+    dict(exercise="prepend_cls_add_pos", diagnosis="Likely mistake: the CLS token gets no position:", mistake="CLS gets no position", source='''
 def prepend_cls_add_pos(patches, cls_token, pos_embed):
     return torch.cat([cls_token.expand(patches.shape[0], -1, -1), patches + pos_embed[:, 1:]], dim=1)
 '''),
-    dict(exercise="prepend_cls_add_pos", mistake="positions shifted by one", source='''
+    dict(exercise="prepend_cls_add_pos", diagnosis="Likely mistake: positions are off by one:", mistake="positions shifted by one", source='''
 def prepend_cls_add_pos(patches, cls_token, pos_embed):
     n = patches.shape[1]
     cls = cls_token.expand(patches.shape[0], -1, -1) + pos_embed[:, n:]
     return torch.cat([cls, patches + pos_embed[:, :n]], dim=1)
 '''),
-    dict(exercise="prepend_cls_add_pos", mistake="edits the patches in place", source='''
+    dict(exercise="prepend_cls_add_pos", diagnosis="raised", mistake="edits the patches in place", source='''
 def prepend_cls_add_pos(patches, cls_token, pos_embed):
     patches += pos_embed[:, 1:]
     return torch.cat([cls_token.expand(patches.shape[0], -1, -1) + pos_embed[:, :1], patches], dim=1)
 '''),
-    dict(exercise="prepend_cls_add_pos", mistake="CLS token only for the first image (batch not expanded)", source='''
+    dict(exercise="prepend_cls_add_pos", diagnosis="Likely mistake: only the first image got the", mistake="CLS token only for the first image (batch not expanded)", source='''
 def prepend_cls_add_pos(patches, cls_token, pos_embed):
     out = torch.cat([torch.zeros_like(patches[:, :1]), patches], dim=1) + pos_embed
     first = out[:1].clone()
     first[:, 0] = first[:, 0] + cls_token[:, 0]
     return torch.cat([first, out[1:]], dim=0)
 '''),
-    dict(exercise="prepend_cls_add_pos", mistake="CLS token replaces the first patch", source='''
+    dict(exercise="prepend_cls_add_pos", diagnosis="Likely mistake: the CLS token replaced the", mistake="CLS token replaces the first patch", source='''
 def prepend_cls_add_pos(patches, cls_token, pos_embed):
     x = torch.cat([cls_token.expand(patches.shape[0], -1, -1), patches[:, 1:]], dim=1)
     return x + pos_embed[:, :x.shape[1]]
 '''),
-    dict(exercise="prepend_cls_add_pos", mistake="concatenates along the feature axis", source='''
+    dict(exercise="prepend_cls_add_pos", diagnosis="Likely mistake: concatenated along the feature", mistake="concatenates along the feature axis", source='''
 def prepend_cls_add_pos(patches, cls_token, pos_embed):
     return torch.cat([cls_token.expand(patches.shape[0], patches.shape[1], -1), patches], dim=2)
 '''),
-    dict(exercise="prepend_cls_add_pos", mistake="positions counted twice", source='''
+    dict(exercise="prepend_cls_add_pos", diagnosis="Likely mistake: the positions are added twice.", mistake="positions counted twice", source='''
 def prepend_cls_add_pos(patches, cls_token, pos_embed):
     return torch.cat([cls_token.expand(patches.shape[0], -1, -1), patches], dim=1) + 2 * pos_embed
 '''),
     # ------------------------------------------------------------ vit_forward
-    dict(exercise="vit_forward", mistake="no final LayerNorm", source='''
+    dict(exercise="vit_forward", diagnosis="Likely mistake: the final LayerNorm is missing:", mistake="no final LayerNorm", source='''
 def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     t = prepend_cls_add_pos(patch_proj(images).flatten(2).transpose(1, 2), cls_token, pos_embed)
     for blk in blocks:
         t = blk(t)
     return head(t[:, 0])
 '''),
-    dict(exercise="vit_forward", mistake="mean pooling instead of the CLS token", source='''
+    dict(exercise="vit_forward", diagnosis="Likely mistake: the head reads the mean of", mistake="mean pooling instead of the CLS token", source='''
 def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     t = prepend_cls_add_pos(patch_proj(images).flatten(2).transpose(1, 2), cls_token, pos_embed)
     for blk in blocks:
         t = blk(t)
     return head(norm(t).mean(dim=1))
 '''),
-    dict(exercise="vit_forward", mistake="reads the last token", source='''
+    dict(exercise="vit_forward", diagnosis="Likely mistake: the head reads the last token;", mistake="reads the last token", source='''
 def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     t = prepend_cls_add_pos(patch_proj(images).flatten(2).transpose(1, 2), cls_token, pos_embed)
     for blk in blocks:
         t = blk(t)
     return head(norm(t)[:, -1])
 '''),
-    dict(exercise="vit_forward", mistake="forgets the positions", source='''
+    dict(exercise="vit_forward", diagnosis="Likely mistake: the position embeddings are", mistake="forgets the positions", source='''
 def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     p = patch_proj(images).flatten(2).transpose(1, 2)
     t = torch.cat([cls_token.expand(p.shape[0], -1, -1), p], dim=1)
@@ -183,14 +183,14 @@ def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
         t = blk(t)
     return head(norm(t)[:, 0])
 '''),
-    dict(exercise="vit_forward", mistake="only the last block (overwrites the loop variable)", source='''
+    dict(exercise="vit_forward", diagnosis="Likely mistake: only the last block is applied", mistake="only the last block (overwrites the loop variable)", source='''
 def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     t = prepend_cls_add_pos(patch_proj(images).flatten(2).transpose(1, 2), cls_token, pos_embed)
     for blk in blocks:
         out = blk(t)
     return head(norm(out)[:, 0])
 '''),
-    dict(exercise="vit_forward", mistake="flattens the conv output with a reshape (no transpose)", source='''
+    dict(exercise="vit_forward", diagnosis="Likely mistake: the conv output (B, D, gh,", mistake="flattens the conv output with a reshape (no transpose)", source='''
 def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     f = patch_proj(images)
     p = f.reshape(f.shape[0], -1, f.shape[1])
@@ -199,21 +199,21 @@ def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
         t = blk(t)
     return head(norm(t)[:, 0])
 '''),
-    dict(exercise="vit_forward", mistake="the norm applied before the blocks instead of after", source='''
+    dict(exercise="vit_forward", diagnosis="Likely mistake: the LayerNorm is applied before", mistake="the norm applied before the blocks instead of after", source='''
 def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     t = norm(prepend_cls_add_pos(patch_proj(images).flatten(2).transpose(1, 2), cls_token, pos_embed))
     for blk in blocks:
         t = blk(t)
     return head(t[:, 0])
 '''),
-    dict(exercise="vit_forward", mistake="adds a residual around each (already residual) block", source='''
+    dict(exercise="vit_forward", diagnosis="Likely mistake: a second residual connection", mistake="adds a residual around each (already residual) block", source='''
 def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     t = prepend_cls_add_pos(patch_proj(images).flatten(2).transpose(1, 2), cls_token, pos_embed)
     for blk in blocks:
         t = t + blk(t)
     return head(norm(t)[:, 0])
 '''),
-    dict(exercise="vit_forward", mistake="grid flattened column-major", source='''
+    dict(exercise="vit_forward", diagnosis="Likely mistake: the patch grid was flattened", mistake="grid flattened column-major", source='''
 def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     p = patch_proj(images).transpose(2, 3).flatten(2).transpose(1, 2)
     t = prepend_cls_add_pos(p, cls_token, pos_embed)
@@ -222,7 +222,7 @@ def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     return head(norm(t)[:, 0])
 '''),
     # ------------------------------------------------------------ interpolate_pos_embed
-    dict(exercise="interpolate_pos_embed", mistake="bilinear instead of bicubic", source='''
+    dict(exercise="interpolate_pos_embed", diagnosis="Likely mistake: bilinear interpolation; the", mistake="bilinear instead of bicubic", source='''
 def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     cls, grid = pos_embed[:, :1], pos_embed[:, 1:]
     d = grid.shape[-1]
@@ -230,7 +230,7 @@ def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     img = F.interpolate(img, size=tuple(new_grid), mode="bilinear", align_corners=False)
     return torch.cat([cls, img.permute(0, 2, 3, 1).reshape(1, -1, d)], dim=1)
 '''),
-    dict(exercise="interpolate_pos_embed", mistake="align_corners=True", source='''
+    dict(exercise="interpolate_pos_embed", diagnosis="Likely mistake: align_corners=True; the course", mistake="align_corners=True", source='''
 def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     cls, grid = pos_embed[:, :1], pos_embed[:, 1:]
     d = grid.shape[-1]
@@ -238,7 +238,7 @@ def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     img = F.interpolate(img, size=tuple(new_grid), mode="bicubic", align_corners=True)
     return torch.cat([cls, img.permute(0, 2, 3, 1).reshape(1, -1, d)], dim=1)
 '''),
-    dict(exercise="interpolate_pos_embed", mistake="interpolates the CLS entry with the grid (drops it)", source='''
+    dict(exercise="interpolate_pos_embed", diagnosis="Likely mistake: the CLS entry is missing from", mistake="interpolates the CLS entry with the grid (drops it)", source='''
 def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     grid = pos_embed[:, 1:]
     d = grid.shape[-1]
@@ -246,7 +246,7 @@ def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     img = F.interpolate(img, size=tuple(new_grid), mode="bicubic", align_corners=False)
     return img.permute(0, 2, 3, 1).reshape(1, -1, d)
 '''),
-    dict(exercise="interpolate_pos_embed", mistake="reshape to (1, D, gh, gw) without permute", source='''
+    dict(exercise="interpolate_pos_embed", diagnosis="Likely mistake: the grid was reshaped straight", mistake="reshape to (1, D, gh, gw) without permute", source='''
 def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     cls, grid = pos_embed[:, :1], pos_embed[:, 1:]
     d = grid.shape[-1]
@@ -254,7 +254,7 @@ def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     img = F.interpolate(img, size=tuple(new_grid), mode="bicubic", align_corners=False)
     return torch.cat([cls, img.reshape(1, d, -1).transpose(1, 2)], dim=1)
 '''),
-    dict(exercise="interpolate_pos_embed", mistake="height and width swapped", source='''
+    dict(exercise="interpolate_pos_embed", diagnosis="Likely mistake: height and width are swapped: old_grid", mistake="height and width swapped", source='''
 def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     cls, grid = pos_embed[:, :1], pos_embed[:, 1:]
     d = grid.shape[-1]
@@ -262,7 +262,7 @@ def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     img = F.interpolate(img, size=(new_grid[1], new_grid[0]), mode="bicubic", align_corners=False)
     return torch.cat([cls, img.permute(0, 2, 3, 1).reshape(1, -1, d)], dim=1)
 '''),
-    dict(exercise="interpolate_pos_embed", mistake="nearest-neighbour resize", source='''
+    dict(exercise="interpolate_pos_embed", diagnosis="Likely mistake: nearest-neighbour resizing;", mistake="nearest-neighbour resize", source='''
 def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     cls, grid = pos_embed[:, :1], pos_embed[:, 1:]
     d = grid.shape[-1]
@@ -270,18 +270,18 @@ def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     img = F.interpolate(img, size=tuple(new_grid), mode="nearest")
     return torch.cat([cls, img.permute(0, 2, 3, 1).reshape(1, -1, d)], dim=1)
 '''),
-    dict(exercise="interpolate_pos_embed", mistake="1-D interpolation of the flat sequence", source='''
+    dict(exercise="interpolate_pos_embed", diagnosis="Likely mistake: the positions were interpolated", mistake="1-D interpolation of the flat sequence", source='''
 def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     cls, grid = pos_embed[:, :1], pos_embed[:, 1:]
     out = F.interpolate(grid.transpose(1, 2), size=new_grid[0] * new_grid[1], mode="linear", align_corners=False)
     return torch.cat([cls, out.transpose(1, 2)], dim=1)
 '''),
-    dict(exercise="interpolate_pos_embed", mistake="calls the reference resampler", source='''
+    dict(exercise="interpolate_pos_embed", diagnosis="calls the reference", mistake="calls the reference resampler", source='''
 def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     from course_lib.positional import resample_pos_embed
     return resample_pos_embed(pos_embed, new_grid, old_grid=old_grid)
 '''),
-    dict(exercise="interpolate_pos_embed", mistake="CLS entry put at the end", source='''
+    dict(exercise="interpolate_pos_embed", diagnosis="Likely mistake: the CLS entry is put back", mistake="CLS entry put at the end", source='''
 def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     cls, grid = pos_embed[:, :1], pos_embed[:, 1:]
     d = grid.shape[-1]

@@ -8,48 +8,48 @@ learner got wrong, in the words of a reviewer.
 
 WRONG = [
     # ------------------------------------------------------------ add_registers
-    dict(exercise="add_registers", mistake="puts the registers before CLS", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: the registers come before", mistake="puts the registers before CLS", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
     return torch.cat([registers.expand(b, -1, -1), x], dim=1)
 '''),
-    dict(exercise="add_registers", mistake="appends the registers after the patches", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: the registers come after the", mistake="appends the registers after the patches", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
     return torch.cat([x, registers.expand(b, -1, -1)], dim=1)
 '''),
-    dict(exercise="add_registers", mistake="adds positions to the patches only, none to CLS", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: CLS got no position: pos_embed[:,", mistake="adds positions to the patches only, none to CLS", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     return torch.cat([cls_token.expand(b, -1, -1), registers.expand(b, -1, -1), patches + pos_embed[:, 1:]], dim=1)
 '''),
-    dict(exercise="add_registers", mistake="gives the patches positions 0..N-1", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: the patches got the positions", mistake="gives the patches positions 0..N-1", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     n = patches.shape[1]
     return torch.cat([cls_token.expand(b, -1, -1) + pos_embed[:, :1], registers.expand(b, -1, -1),
                       patches + pos_embed[:, :n]], dim=1)
 '''),
-    dict(exercise="add_registers", mistake="gives the registers CLS's position", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: the registers got CLS's position:", mistake="gives the registers CLS's position", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
     return torch.cat([x[:, :1], registers.expand(b, -1, -1) + pos_embed[:, :1], x[:, 1:]], dim=1)
 '''),
-    dict(exercise="add_registers", mistake="forgets the registers", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: the registers are missing", mistake="forgets the registers", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     return torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
 '''),
-    dict(exercise="add_registers", mistake="only handles one register (registers[:, :1])", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: CLS is missing from the sequence.", mistake="only handles one register (registers[:, :1])", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
     return torch.cat([x[:, :1], registers[:, :1].expand(b, -1, -1), x[:, 1:]], dim=1)
 '''),
-    dict(exercise="add_registers", mistake="writes CLS into the first patch in place", source='''
+    dict(exercise="add_registers", diagnosis="raised", mistake="writes CLS into the first patch in place", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     patches += pos_embed[:, 1:]
@@ -57,48 +57,48 @@ def add_registers(patches, cls_token, registers, pos_embed):
     return torch.cat([cls, registers.expand(b, -1, -1), patches], dim=1)
 '''),
     # ------------------------------------------------------------ layerscale_block
-    dict(exercise="layerscale_block", mistake="swaps gamma1 and gamma2", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: gamma1 and gamma2 are swapped:", mistake="swaps gamma1 and gamma2", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + gamma2 * attn(norm1(x))
     return h + gamma1 * mlp(norm2(h))
 '''),
-    dict(exercise="layerscale_block", mistake="scales the whole residual sum", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the gamma scales the skip", mistake="scales the whole residual sum", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = gamma1 * (x + attn(norm1(x)))
     return gamma2 * (h + mlp(norm2(h)))
 '''),
-    dict(exercise="layerscale_block", mistake="scales the sublayer input instead of its output", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the gamma scales the branch's", mistake="scales the sublayer input instead of its output", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + attn(gamma1 * norm1(x))
     return h + mlp(gamma2 * norm2(h))
 '''),
-    dict(exercise="layerscale_block", mistake="forgets gamma2", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: only the attention branch", mistake="forgets gamma2", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + gamma1 * attn(norm1(x))
     return h + mlp(norm2(h))
 '''),
-    dict(exercise="layerscale_block", mistake="parallel branches on x", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the MLP reads x instead of", mistake="parallel branches on x", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     return x + gamma1 * attn(norm1(x)) + gamma2 * mlp(norm2(x))
 '''),
-    dict(exercise="layerscale_block", mistake="post-LN with LayerScale", source='''
+    dict(exercise="layerscale_block", diagnosis="First divergence", mistake="post-LN with LayerScale", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = norm1(x + gamma1 * attn(x))
     return norm2(h + gamma2 * mlp(h))
 '''),
-    dict(exercise="layerscale_block", mistake="uses the gammas as a matrix (gamma outer product)", source='''
+    dict(exercise="layerscale_block", diagnosis="First divergence", mistake="uses the gammas as a matrix (gamma outer product)", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + attn(norm1(x)) * gamma1.sum()
     return h + mlp(norm2(h)) * gamma2.sum()
 '''),
-    dict(exercise="layerscale_block", mistake="updates x in place", source='''
+    dict(exercise="layerscale_block", diagnosis="raised", mistake="updates x in place", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     x += gamma1 * attn(norm1(x))
     x += gamma2 * mlp(norm2(x))
     return x
 '''),
     # ------------------------------------------------------------ multi_crop
-    dict(exercise="multi_crop", mistake="reads the box as (left, top, width, height)", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the box was read as (left,", mistake="reads the box as (left, top, width, height)", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -108,7 +108,7 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", mistake="slices height along the columns", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: height and width are swapped:", mistake="slices height along the columns", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -118,7 +118,7 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", mistake="inclusive end: one pixel too many", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the crop is one pixel too", mistake="inclusive end: one pixel too many", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -128,7 +128,7 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", mistake="align_corners=True", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the resize uses align_corners=True:", mistake="align_corners=True", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -138,7 +138,7 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", mistake="default interpolation mode (nearest)", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the resize uses nearest-neighbour", mistake="default interpolation mode (nearest)", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -148,7 +148,7 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", mistake="local crops first", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the local crops come first:", mistake="local crops first", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -158,7 +158,7 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, local_size) for b in local_boxes] + [cut(b, global_size) for b in global_boxes]
 '''),
-    dict(exercise="multi_crop", mistake="uses the first image's box for the whole batch", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: every image was cut with the", mistake="uses the first image's box for the whole batch", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         top, left, h, w = boxes[0].tolist()
@@ -166,7 +166,7 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return F.interpolate(crop, size=(size, size), mode="bilinear", align_corners=False)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", mistake="resizes every crop to global_size", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: every crop is resized to the", mistake="resizes every crop to global_size", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -176,7 +176,7 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in list(global_boxes) + list(local_boxes)]
 '''),
-    dict(exercise="multi_crop", mistake="antialiased resize", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the resize is antialiased:", mistake="antialiased resize", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -188,35 +188,35 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
     # ------------------------------------------------------------ dino_loss
-    dict(exercise="dino_loss", mistake="keeps the same-view pairs", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: pairs of the same view are", mistake="keeps the same-view pairs", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce.mean()
 '''),
-    dict(exercise="dino_loss", mistake="no centering", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the center is not subtracted", mistake="no centering", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax(teacher_out.detach() / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", mistake="swaps the temperatures", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the temperatures are swapped:", mistake="swaps the temperatures", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / student_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / teacher_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", mistake="forgets to detach the teacher", source='''
+    dict(exercise="dino_loss", diagnosis="gradient with respect to", mistake="forgets to detach the teacher", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out - center) / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", mistake="loops over crops with a python sum and divides by n_t * n_s", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the average divides by all", mistake="loops over crops with a python sum and divides by n_t * n_s", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     total = 0.0
     for i, t in enumerate(teacher_out):
@@ -227,35 +227,35 @@ def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
             total = total + (-(p_t * torch.log_softmax(s / student_temp, dim=-1)).sum(-1).mean())
     return total / (len(teacher_out) * len(student_out))
 '''),
-    dict(exercise="dino_loss", mistake="softmax over the batch axis for the teacher", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the teacher's softmax runs", mistake="softmax over the batch axis for the teacher", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", mistake="sums over the batch", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the cross-entropy is summed", mistake="sums over the batch", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s)
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", mistake="KL direction reversed (student as target)", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: teacher and student are swapped (softmax of the student, log-softmax of the centered", mistake="KL direction reversed (student as target)", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_s = torch.softmax(student_out / student_temp, dim=-1)
     log_p_t = torch.log_softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
     ce = -torch.einsum("sbk,tbk->ts", p_s, log_p_t) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", mistake="centers the student too", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the center is subtracted from", mistake="centers the student too", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax((student_out - center) / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", mistake="uses log of softmax with a plain exp (overflows at low temperature)", source='''
+    dict(exercise="dino_loss", diagnosis="contains NaN", mistake="uses log of softmax with a plain exp (overflows at low temperature)", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     e = torch.exp((teacher_out.detach() - center.detach()) / teacher_temp)
     p_t = e / e.sum(-1, keepdim=True)
@@ -265,76 +265,76 @@ def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
     # ------------------------------------------------------------ update_center
-    dict(exercise="update_center", mistake="momentum on the wrong term", source='''
+    dict(exercise="update_center", diagnosis="Likely mistake: momentum is on the wrong term:", mistake="momentum on the wrong term", source='''
 def update_center(center, teacher_out, momentum):
     batch_mean = teacher_out.reshape(-1, teacher_out.shape[-1]).mean(dim=0).reshape(center.shape)
     return (1 - momentum) * center + momentum * batch_mean
 '''),
-    dict(exercise="update_center", mistake="averages the first crop only", source='''
+    dict(exercise="update_center", diagnosis="Likely mistake: only the first crop was averaged:", mistake="averages the first crop only", source='''
 def update_center(center, teacher_out, momentum):
     return momentum * center + (1 - momentum) * teacher_out[0].mean(dim=0).reshape(center.shape)
 '''),
-    dict(exercise="update_center", mistake="averages over the prototype axis", source='''
+    dict(exercise="update_center", diagnosis="Likely mistake: the mean runs over the prototypes", mistake="averages over the prototype axis", source='''
 def update_center(center, teacher_out, momentum):
     return momentum * center + (1 - momentum) * teacher_out.mean(dim=-1).mean()
 '''),
-    dict(exercise="update_center", mistake="updates the center in place", source='''
+    dict(exercise="update_center", diagnosis="modified one of its inputs in place", mistake="updates the center in place", source='''
 def update_center(center, teacher_out, momentum):
     batch_mean = teacher_out.reshape(-1, teacher_out.shape[-1]).mean(dim=0).reshape(center.shape)
     center.mul_(momentum).add_((1 - momentum) * batch_mean)
     return center
 '''),
-    dict(exercise="update_center", mistake="returns (K,) for a (1, K) center", source='''
+    dict(exercise="update_center", diagnosis="returned shape", mistake="returns (K,) for a (1, K) center", source='''
 def update_center(center, teacher_out, momentum):
     batch_mean = teacher_out.mean(dim=(0, 1))
     return momentum * center.reshape(-1) + (1 - momentum) * batch_mean
 '''),
-    dict(exercise="update_center", mistake="sums instead of averaging", source='''
+    dict(exercise="update_center", diagnosis="Likely mistake: the teacher outputs are summed:", mistake="sums instead of averaging", source='''
 def update_center(center, teacher_out, momentum):
     batch_sum = teacher_out.sum(dim=(0, 1)).reshape(center.shape)
     return momentum * center + (1 - momentum) * batch_sum
 '''),
     # ------------------------------------------------------------ ema_update
-    dict(exercise="ema_update", mistake="momentum on the wrong term", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: momentum is on the wrong term:", mistake="momentum on the wrong term", source='''
 def ema_update(teacher, student, momentum):
     with torch.no_grad():
         for p_t, p_s in zip(teacher.parameters(), student.parameters()):
             p_t.mul_(1 - momentum).add_(p_s, alpha=momentum)
 '''),
-    dict(exercise="ema_update", mistake="rebinds the loop variable, nothing changes", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: the teacher's parameters did", mistake="rebinds the loop variable, nothing changes", source='''
 def ema_update(teacher, student, momentum):
     with torch.no_grad():
         for p_t, p_s in zip(teacher.parameters(), student.parameters()):
             p_t = momentum * p_t + (1 - momentum) * p_s
 '''),
-    dict(exercise="ema_update", mistake="forgets torch.no_grad", source='''
+    dict(exercise="ema_update", diagnosis="raised", mistake="forgets torch.no_grad", source='''
 def ema_update(teacher, student, momentum):
     for p_t, p_s in zip(teacher.parameters(), student.parameters()):
         p_t.mul_(momentum).add_(p_s.detach(), alpha=1 - momentum)
 '''),
-    dict(exercise="ema_update", mistake="returns a new state dict instead of updating", source='''
+    dict(exercise="ema_update", diagnosis="gives a wrong result", mistake="returns a new state dict instead of updating", source='''
 def ema_update(teacher, student, momentum):
     s = student.state_dict()
     return {k: momentum * v + (1 - momentum) * s[k] for k, v in teacher.state_dict().items()}
 '''),
-    dict(exercise="ema_update", mistake="updates the student towards the teacher", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: the student was moved towards", mistake="updates the student towards the teacher", source='''
 def ema_update(teacher, student, momentum):
     with torch.no_grad():
         for p_t, p_s in zip(teacher.parameters(), student.parameters()):
             p_s.mul_(momentum).add_(p_t, alpha=1 - momentum)
 '''),
-    dict(exercise="ema_update", mistake="loads the student's weights (copy, no average)", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: the teacher became a copy", mistake="loads the student's weights (copy, no average)", source='''
 def ema_update(teacher, student, momentum):
     teacher.load_state_dict(student.state_dict())
 '''),
-    dict(exercise="ema_update", mistake="returns the teacher", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: the function returned something:", mistake="returns the teacher", source='''
 def ema_update(teacher, student, momentum):
     with torch.no_grad():
         for p_t, p_s in zip(teacher.parameters(), student.parameters()):
             p_t.mul_(momentum).add_(p_s, alpha=1 - momentum)
     return teacher
 '''),
-    dict(exercise="ema_update", mistake="updates only the weights, not the biases", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: only the weights were updated:", mistake="updates only the weights, not the biases", source='''
 def ema_update(teacher, student, momentum):
     with torch.no_grad():
         for (n, p_t), p_s in zip(teacher.named_parameters(), student.parameters()):

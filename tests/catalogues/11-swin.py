@@ -8,96 +8,96 @@ words of a reviewer.
 
 WRONG = [
     # ------------------------------------------------------------ window_partition
-    dict(exercise="window_partition", mistake="reshapes without swapping axes: strips, not squares", source='''
+    dict(exercise="window_partition", diagnosis="Likely mistake: a window is not a ws x ws", mistake="reshapes without swapping axes: strips, not squares", source='''
 def window_partition(x, ws):
     b, h, w, c = x.shape
     return x.reshape(-1, ws * ws, c)
 '''),
-    dict(exercise="window_partition", mistake="keeps batch and window axes apart (4-D result)", source='''
+    dict(exercise="window_partition", diagnosis="Likely mistake: the result is 4-D: flatten", mistake="keeps batch and window axes apart (4-D result)", source='''
 def window_partition(x, ws):
     b, h, w, c = x.shape
     x = x.view(b, h // ws, ws, w // ws, ws, c).permute(0, 1, 3, 2, 4, 5)
     return x.reshape(b, -1, ws * ws, c)
 '''),
-    dict(exercise="window_partition", mistake="column-major tokens inside each window", source='''
+    dict(exercise="window_partition", diagnosis="Likely mistake: the tokens inside each window", mistake="column-major tokens inside each window", source='''
 def window_partition(x, ws):
     b, h, w, c = x.shape
     x = x.view(b, h // ws, ws, w // ws, ws, c).permute(0, 1, 3, 4, 2, 5)
     return x.reshape(-1, ws * ws, c)
 '''),
-    dict(exercise="window_partition", mistake="windows numbered column by column", source='''
+    dict(exercise="window_partition", diagnosis="Likely mistake: the windows are numbered column", mistake="windows numbered column by column", source='''
 def window_partition(x, ws):
     b, h, w, c = x.shape
     x = x.view(b, h // ws, ws, w // ws, ws, c).permute(0, 3, 1, 2, 4, 5)
     return x.reshape(-1, ws * ws, c)
 '''),
-    dict(exercise="window_partition", mistake="splits the width before the height (view(b, w//ws, ws, h//ws, ...))", source='''
+    dict(exercise="window_partition", diagnosis="gives wrong values", mistake="splits the width before the height (view(b, w//ws, ws, h//ws, ...))", source='''
 def window_partition(x, ws):
     b, h, w, c = x.shape
     x = x.reshape(b, w // ws, ws, h // ws, ws, c).transpose(2, 3)
     return x.reshape(-1, ws * ws, c)
 '''),
-    dict(exercise="window_partition", mistake="window index outermost, batch inside", source='''
+    dict(exercise="window_partition", diagnosis="Likely mistake: the batch index is not the", mistake="window index outermost, batch inside", source='''
 def window_partition(x, ws):
     b, h, w, c = x.shape
     x = x.view(b, h // ws, ws, w // ws, ws, c).permute(1, 3, 0, 2, 4, 5)
     return x.reshape(-1, ws * ws, c)
 '''),
-    dict(exercise="window_partition", mistake="uses unfold on a float32 copy (loses float64)", source='''
+    dict(exercise="window_partition", diagnosis="returned dtype", mistake="uses unfold on a float32 copy (loses float64)", source='''
 def window_partition(x, ws):
     b, h, w, c = x.shape
     cols = F.unfold(x.float().permute(0, 3, 1, 2), ws, stride=ws)  # (b, c * ws * ws, nW)
     return cols.view(b, c, ws * ws, -1).permute(0, 3, 2, 1).reshape(-1, ws * ws, c)
 '''),
-    dict(exercise="window_partition", mistake="calls the reference", source='''
+    dict(exercise="window_partition", diagnosis="calls the reference", mistake="calls the reference", source='''
 def window_partition(x, ws):
     from course_lib.swin import window_partition as wp
     return wp(x, ws)
 '''),
     # ------------------------------------------------------------ window_reverse
-    dict(exercise="window_reverse", mistake="reshapes straight to (B, H, W, C) without the transpose", source='''
+    dict(exercise="window_reverse", diagnosis="Likely mistake: the windows were put back", mistake="reshapes straight to (B, H, W, C) without the transpose", source='''
 def window_reverse(windows, ws, h, w):
     return windows.reshape(-1, h, w, windows.shape[-1])
 '''),
-    dict(exercise="window_reverse", mistake="swaps h and w in the view", source='''
+    dict(exercise="window_reverse", diagnosis="Likely mistake: height and width are swapped", mistake="swaps h and w in the view", source='''
 def window_reverse(windows, ws, h, w):
     c = windows.shape[-1]
     x = windows.reshape(-1, w // ws, h // ws, ws, ws, c).transpose(2, 3)
     return x.reshape(-1, h, w, c)
 '''),
-    dict(exercise="window_reverse", mistake="column-major tokens inside a window", source='''
+    dict(exercise="window_reverse", diagnosis="Likely mistake: the tokens of each window", mistake="column-major tokens inside a window", source='''
 def window_reverse(windows, ws, h, w):
     c = windows.shape[-1]
     x = windows.reshape(-1, h // ws, w // ws, ws, ws, c).permute(0, 1, 4, 2, 3, 5)
     return x.reshape(-1, h, w, c)
 '''),
-    dict(exercise="window_reverse", mistake="wrong permutation (0, 1, 3, 4, 2, 5)", source='''
+    dict(exercise="window_reverse", diagnosis="Likely mistake: the axes are permuted as (0,", mistake="wrong permutation (0, 1, 3, 4, 2, 5)", source='''
 def window_reverse(windows, ws, h, w):
     c = windows.shape[-1]
     x = windows.reshape(-1, h // ws, w // ws, ws, ws, c).permute(0, 1, 3, 4, 2, 5)
     return x.reshape(-1, h, w, c)
 '''),
-    dict(exercise="window_reverse", mistake="batch size taken from windows.shape[0] (one image per window)", source='''
+    dict(exercise="window_reverse", diagnosis="raised", mistake="batch size taken from windows.shape[0] (one image per window)", source='''
 def window_reverse(windows, ws, h, w):
     c = windows.shape[-1]
     b = windows.shape[0]
     x = windows.reshape(b, -1, w // ws, ws, ws, c).transpose(2, 3)
     return x.reshape(b, -1, w, c)
 '''),
-    dict(exercise="window_reverse", mistake="returns the flat (B, H*W, C) map", source='''
+    dict(exercise="window_reverse", diagnosis="returned shape", mistake="returns the flat (B, H*W, C) map", source='''
 def window_reverse(windows, ws, h, w):
     c = windows.shape[-1]
     x = windows.reshape(-1, h // ws, w // ws, ws, ws, c).transpose(2, 3)
     return x.reshape(-1, h * w, c)
 '''),
-    dict(exercise="window_reverse", mistake="detaches the result", source='''
+    dict(exercise="window_reverse", diagnosis="cut off from the autograd graph", mistake="detaches the result", source='''
 def window_reverse(windows, ws, h, w):
     c = windows.shape[-1]
     x = windows.detach().reshape(-1, h // ws, w // ws, ws, ws, c).transpose(2, 3)
     return x.reshape(-1, h, w, c)
 '''),
     # ------------------------------------------------------------ shifted_window_mask
-    dict(exercise="shifted_window_mask", mistake="-inf instead of -100", source='''
+    dict(exercise="shifted_window_mask", diagnosis="-inf (or NaN) in the mask", mistake="-inf instead of -100", source='''
 def shifted_window_mask(h, w, ws, shift):
     def regions(n):
         r = torch.arange(n)
@@ -107,7 +107,7 @@ def shifted_window_mask(h, w, ws, shift):
     differ = label[:, :, None] != label[:, None, :]
     return torch.zeros(differ.shape).masked_fill(differ, float("-inf"))
 '''),
-    dict(exercise="shifted_window_mask", mistake="inverted: -100 within a region", source='''
+    dict(exercise="shifted_window_mask", diagnosis="Likely mistake: the mask is inverted: 0 between", mistake="inverted: -100 within a region", source='''
 def shifted_window_mask(h, w, ws, shift):
     def regions(n):
         r = torch.arange(n)
@@ -117,7 +117,7 @@ def shifted_window_mask(h, w, ws, shift):
     same = label[:, :, None] == label[:, None, :]
     return torch.zeros(same.shape).masked_fill(same, -100.0)
 '''),
-    dict(exercise="shifted_window_mask", mistake="labels the regions of the unrolled map (cuts at shift and ws)", source='''
+    dict(exercise="shifted_window_mask", diagnosis="Likely mistake: the regions are those of the", mistake="labels the regions of the unrolled map (cuts at shift and ws)", source='''
 def shifted_window_mask(h, w, ws, shift):
     def regions(n):
         r = torch.arange(n)
@@ -127,7 +127,7 @@ def shifted_window_mask(h, w, ws, shift):
     differ = label[:, :, None] != label[:, None, :]
     return torch.zeros(differ.shape).masked_fill(differ, -100.0)
 '''),
-    dict(exercise="shifted_window_mask", mistake="row and column labels added (collisions)", source='''
+    dict(exercise="shifted_window_mask", diagnosis="Likely mistake: the labels of the two axes", mistake="row and column labels added (collisions)", source='''
 def shifted_window_mask(h, w, ws, shift):
     def regions(n):
         r = torch.arange(n)
@@ -137,7 +137,7 @@ def shifted_window_mask(h, w, ws, shift):
     differ = label[:, :, None] != label[:, None, :]
     return torch.zeros(differ.shape).masked_fill(differ, -100.0)
 '''),
-    dict(exercise="shifted_window_mask", mistake="labels reshaped into windows without the transpose (strips)", source='''
+    dict(exercise="shifted_window_mask", diagnosis="gives wrong values", mistake="labels reshaped into windows without the transpose (strips)", source='''
 def shifted_window_mask(h, w, ws, shift):
     def regions(n):
         r = torch.arange(n)
@@ -147,7 +147,7 @@ def shifted_window_mask(h, w, ws, shift):
     differ = label[:, :, None] != label[:, None, :]
     return torch.zeros(differ.shape).masked_fill(differ, -100.0)
 '''),
-    dict(exercise="shifted_window_mask", mistake="boolean mask instead of an additive float mask", source='''
+    dict(exercise="shifted_window_mask", diagnosis="returned dtype", mistake="boolean mask instead of an additive float mask", source='''
 def shifted_window_mask(h, w, ws, shift):
     def regions(n):
         r = torch.arange(n)
@@ -156,7 +156,7 @@ def shifted_window_mask(h, w, ws, shift):
     label = label.view(h // ws, ws, w // ws, ws).transpose(1, 2).reshape(-1, ws * ws)
     return label[:, :, None] != label[:, None, :]
 '''),
-    dict(exercise="shifted_window_mask", mistake="height regions used for both axes", source='''
+    dict(exercise="shifted_window_mask", diagnosis="gives wrong values", mistake="height regions used for both axes", source='''
 def shifted_window_mask(h, w, ws, shift):
     def regions(n):
         r = torch.arange(n)
@@ -168,7 +168,7 @@ def shifted_window_mask(h, w, ws, shift):
     differ = label[:, :, None] != label[:, None, :]
     return torch.zeros(differ.shape).masked_fill(differ, -100.0)
 '''),
-    dict(exercise="shifted_window_mask", mistake="first cut at n - 2 * shift", source='''
+    dict(exercise="shifted_window_mask", diagnosis="Likely mistake: the cut between the first", mistake="first cut at n - 2 * shift", source='''
 def shifted_window_mask(h, w, ws, shift):
     def regions(n):
         r = torch.arange(n)
@@ -178,7 +178,7 @@ def shifted_window_mask(h, w, ws, shift):
     differ = label[:, :, None] != label[:, None, :]
     return torch.zeros(differ.shape).masked_fill(differ, -100.0)
 '''),
-    dict(exercise="shifted_window_mask", mistake="float64 mask (torch.full with a Python float and dtype=float64)", source='''
+    dict(exercise="shifted_window_mask", diagnosis="returned dtype", mistake="float64 mask (torch.full with a Python float and dtype=float64)", source='''
 def shifted_window_mask(h, w, ws, shift):
     def regions(n):
         r = torch.arange(n)
@@ -189,70 +189,70 @@ def shifted_window_mask(h, w, ws, shift):
     return torch.where(differ, -100.0, 0.0).double()
 '''),
     # ------------------------------------------------------------ relative_position_index
-    dict(exercise="relative_position_index", mistake="no shift by ws - 1 (negative indices)", source='''
+    dict(exercise="relative_position_index", diagnosis="Likely mistake: the offsets are not shifted", mistake="no shift by ws - 1 (negative indices)", source='''
 def relative_position_index(ws):
     y, x = torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")
     y, x = y.flatten(), x.flatten()
     return (y[:, None] - y[None, :]) * (2 * ws - 1) + (x[:, None] - x[None, :])
 '''),
-    dict(exercise="relative_position_index", mistake="row stride ws instead of 2 ws - 1", source='''
+    dict(exercise="relative_position_index", diagnosis="Likely mistake: the row offset is multiplied by ws;", mistake="row stride ws instead of 2 ws - 1", source='''
 def relative_position_index(ws):
     y, x = torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")
     y, x = y.flatten(), x.flatten()
     return (y[:, None] - y[None, :] + ws - 1) * ws + x[:, None] - x[None, :] + ws - 1
 '''),
-    dict(exercise="relative_position_index", mistake="pos_j - pos_i (transposed)", source='''
+    dict(exercise="relative_position_index", diagnosis="Likely mistake: the offsets are pos_j - pos_i;", mistake="pos_j - pos_i (transposed)", source='''
 def relative_position_index(ws):
     y, x = torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")
     y, x = y.flatten(), x.flatten()
     return (y[None, :] - y[:, None] + ws - 1) * (2 * ws - 1) + x[None, :] - x[:, None] + ws - 1
 '''),
-    dict(exercise="relative_position_index", mistake="meshgrid with indexing='xy' (dy and dx swapped)", source='''
+    dict(exercise="relative_position_index", diagnosis="Likely mistake: dy and dx are swapped: the", mistake="meshgrid with indexing='xy' (dy and dx swapped)", source='''
 def relative_position_index(ws):
     y, x = torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="xy")
     y, x = y.flatten(), x.flatten()
     return (y[:, None] - y[None, :] + ws - 1) * (2 * ws - 1) + x[:, None] - x[None, :] + ws - 1
 '''),
-    dict(exercise="relative_position_index", mistake="float index (arange of floats)", source='''
+    dict(exercise="relative_position_index", diagnosis="returned dtype", mistake="float index (arange of floats)", source='''
 def relative_position_index(ws):
     y, x = torch.meshgrid(torch.arange(float(ws)), torch.arange(float(ws)), indexing="ij")
     y, x = y.flatten(), x.flatten()
     return (y[:, None] - y[None, :] + ws - 1) * (2 * ws - 1) + x[:, None] - x[None, :] + ws - 1
 '''),
-    dict(exercise="relative_position_index", mistake="shifts by ws instead of ws - 1", source='''
+    dict(exercise="relative_position_index", diagnosis="Likely mistake: the offsets are shifted by", mistake="shifts by ws instead of ws - 1", source='''
 def relative_position_index(ws):
     y, x = torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")
     y, x = y.flatten(), x.flatten()
     return (y[:, None] - y[None, :] + ws) * (2 * ws - 1) + x[:, None] - x[None, :] + ws
 '''),
-    dict(exercise="relative_position_index", mistake="index of the absolute positions (i * N + j)", source='''
+    dict(exercise="relative_position_index", diagnosis="gives wrong values", mistake="index of the absolute positions (i * N + j)", source='''
 def relative_position_index(ws):
     n = ws * ws
     return torch.arange(n)[:, None] * n + torch.arange(n)[None, :]
 '''),
     # ------------------------------------------------------------ patch_merging
-    dict(exercise="patch_merging", mistake="row-major neighbour order (TL, TR, BL, BR)", source='''
+    dict(exercise="patch_merging", diagnosis="Likely mistake: the four neighbours are concatenated", mistake="row-major neighbour order (TL, TR, BL, BR)", source='''
 def patch_merging(x, h, w, norm, reduction):
     b, _, c = x.shape
     g = F.pad(x.view(b, h, w, c), (0, 0, 0, w % 2, 0, h % 2))
     g = torch.cat([g[:, 0::2, 0::2], g[:, 0::2, 1::2], g[:, 1::2, 0::2], g[:, 1::2, 1::2]], dim=-1)
     return reduction(norm(g.reshape(b, -1, 4 * c)))
 '''),
-    dict(exercise="patch_merging", mistake="crops an odd side instead of padding", source='''
+    dict(exercise="patch_merging", diagnosis="Likely mistake: an odd side is cropped instead", mistake="crops an odd side instead of padding", source='''
 def patch_merging(x, h, w, norm, reduction):
     b, _, c = x.shape
     g = x.view(b, h, w, c)[:, : h // 2 * 2, : w // 2 * 2]
     g = torch.cat([g[:, 0::2, 0::2], g[:, 1::2, 0::2], g[:, 0::2, 1::2], g[:, 1::2, 1::2]], dim=-1)
     return reduction(norm(g.reshape(b, -1, 4 * c)))
 '''),
-    dict(exercise="patch_merging", mistake="forgets the LayerNorm", source='''
+    dict(exercise="patch_merging", diagnosis="Likely mistake: the LayerNorm is skipped:", mistake="forgets the LayerNorm", source='''
 def patch_merging(x, h, w, norm, reduction):
     b, _, c = x.shape
     g = F.pad(x.view(b, h, w, c), (0, 0, 0, w % 2, 0, h % 2))
     g = torch.cat([g[:, 0::2, 0::2], g[:, 1::2, 0::2], g[:, 0::2, 1::2], g[:, 1::2, 1::2]], dim=-1)
     return reduction(g.reshape(b, -1, 4 * c))
 '''),
-    dict(exercise="patch_merging", mistake="views the tokens as (W, H)", source='''
+    dict(exercise="patch_merging", diagnosis="Likely mistake: the tokens are read as a (W,", mistake="views the tokens as (W, H)", source='''
 def patch_merging(x, h, w, norm, reduction):
     b, _, c = x.shape
     g = x.view(b, w, h, c).transpose(1, 2)
@@ -260,21 +260,21 @@ def patch_merging(x, h, w, norm, reduction):
     g = torch.cat([g[:, 0::2, 0::2], g[:, 1::2, 0::2], g[:, 0::2, 1::2], g[:, 1::2, 1::2]], dim=-1)
     return reduction(norm(g.reshape(b, -1, 4 * c)))
 '''),
-    dict(exercise="patch_merging", mistake="pads at the top/left instead of bottom/right", source='''
+    dict(exercise="patch_merging", diagnosis="Likely mistake: an odd side is padded at the", mistake="pads at the top/left instead of bottom/right", source='''
 def patch_merging(x, h, w, norm, reduction):
     b, _, c = x.shape
     g = F.pad(x.view(b, h, w, c), (0, 0, w % 2, 0, h % 2, 0))
     g = torch.cat([g[:, 0::2, 0::2], g[:, 1::2, 0::2], g[:, 0::2, 1::2], g[:, 1::2, 1::2]], dim=-1)
     return reduction(norm(g.reshape(b, -1, 4 * c)))
 '''),
-    dict(exercise="patch_merging", mistake="concatenates along the token axis then reshapes", source='''
+    dict(exercise="patch_merging", diagnosis="First divergence", mistake="concatenates along the token axis then reshapes", source='''
 def patch_merging(x, h, w, norm, reduction):
     b, _, c = x.shape
     g = F.pad(x.view(b, h, w, c), (0, 0, 0, w % 2, 0, h % 2))
     g = torch.stack([g[:, 0::2, 0::2], g[:, 1::2, 0::2], g[:, 0::2, 1::2], g[:, 1::2, 1::2]], dim=1)
     return reduction(norm(g.reshape(b, -1, 4 * c)))
 '''),
-    dict(exercise="patch_merging", mistake="pads with the edge value (replicate) instead of zeros", source='''
+    dict(exercise="patch_merging", diagnosis="Likely mistake: an odd side is padded by repeating", mistake="pads with the edge value (replicate) instead of zeros", source='''
 def patch_merging(x, h, w, norm, reduction):
     b, _, c = x.shape
     g = x.view(b, h, w, c)
@@ -286,14 +286,14 @@ def patch_merging(x, h, w, norm, reduction):
     return reduction(norm(g.reshape(b, -1, 4 * c)))
 '''),
     # ------------------------------------------------------------ cosine_attention
-    dict(exercise="cosine_attention", mistake="no clamp on the temperature", source='''
+    dict(exercise="cosine_attention", diagnosis="Likely mistake: the temperature is not clamped:", mistake="no clamp on the temperature", source='''
 def cosine_attention(q, k, v, logit_scale, bias=None):
     scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1) * logit_scale.exp()
     if bias is not None:
         scores = scores + bias
     return torch.softmax(scores, dim=-1) @ v
 '''),
-    dict(exercise="cosine_attention", mistake="clamps tau (not its log) at log 100", source='''
+    dict(exercise="cosine_attention", diagnosis="Likely mistake: the clamp is applied to tau", mistake="clamps tau (not its log) at log 100", source='''
 def cosine_attention(q, k, v, logit_scale, bias=None):
     tau = logit_scale.exp().clamp(max=math.log(100.0))
     scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1) * tau
@@ -301,7 +301,7 @@ def cosine_attention(q, k, v, logit_scale, bias=None):
         scores = scores + bias
     return torch.softmax(scores, dim=-1) @ v
 '''),
-    dict(exercise="cosine_attention", mistake="keeps the 1/sqrt(d) scale as well", source='''
+    dict(exercise="cosine_attention", diagnosis="Likely mistake: the cosine scores are also", mistake="keeps the 1/sqrt(d) scale as well", source='''
 def cosine_attention(q, k, v, logit_scale, bias=None):
     tau = logit_scale.clamp(max=math.log(100.0)).exp()
     scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1) * tau / math.sqrt(q.shape[-1])
@@ -309,7 +309,7 @@ def cosine_attention(q, k, v, logit_scale, bias=None):
         scores = scores + bias
     return torch.softmax(scores, dim=-1) @ v
 '''),
-    dict(exercise="cosine_attention", mistake="normalizes over the tokens (dim=-2)", source='''
+    dict(exercise="cosine_attention", diagnosis="Likely mistake: the vectors are normalized", mistake="normalizes over the tokens (dim=-2)", source='''
 def cosine_attention(q, k, v, logit_scale, bias=None):
     tau = logit_scale.clamp(max=math.log(100.0)).exp()
     scores = F.normalize(q, dim=-2) @ F.normalize(k, dim=-2).transpose(-2, -1) * tau
@@ -317,7 +317,7 @@ def cosine_attention(q, k, v, logit_scale, bias=None):
         scores = scores + bias
     return torch.softmax(scores, dim=-1) @ v
 '''),
-    dict(exercise="cosine_attention", mistake="dot product, no normalization", source='''
+    dict(exercise="cosine_attention", diagnosis="Likely mistake: queries and keys are not L2-normalized:", mistake="dot product, no normalization", source='''
 def cosine_attention(q, k, v, logit_scale, bias=None):
     tau = logit_scale.clamp(max=math.log(100.0)).exp()
     scores = q @ k.transpose(-2, -1) * tau
@@ -325,7 +325,7 @@ def cosine_attention(q, k, v, logit_scale, bias=None):
         scores = scores + bias
     return torch.softmax(scores, dim=-1) @ v
 '''),
-    dict(exercise="cosine_attention", mistake="uses the log-scale as the temperature", source='''
+    dict(exercise="cosine_attention", diagnosis="Likely mistake: logit_scale is used as the", mistake="uses the log-scale as the temperature", source='''
 def cosine_attention(q, k, v, logit_scale, bias=None):
     tau = logit_scale.clamp(max=math.log(100.0))
     scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1) * tau
@@ -333,7 +333,7 @@ def cosine_attention(q, k, v, logit_scale, bias=None):
         scores = scores + bias
     return torch.softmax(scores, dim=-1) @ v
 '''),
-    dict(exercise="cosine_attention", mistake="multiplies the bias by tau too", source='''
+    dict(exercise="cosine_attention", diagnosis="Likely mistake: the bias is multiplied by", mistake="multiplies the bias by tau too", source='''
 def cosine_attention(q, k, v, logit_scale, bias=None):
     tau = logit_scale.clamp(max=math.log(100.0)).exp()
     scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
@@ -341,13 +341,13 @@ def cosine_attention(q, k, v, logit_scale, bias=None):
         scores = scores + bias
     return torch.softmax(scores * tau, dim=-1) @ v
 '''),
-    dict(exercise="cosine_attention", mistake="calls torch's fused attention", source='''
+    dict(exercise="cosine_attention", diagnosis="does the exercise for you", mistake="calls torch's fused attention", source='''
 def cosine_attention(q, k, v, logit_scale, bias=None):
     tau = logit_scale.clamp(max=math.log(100.0)).exp()
     return F.scaled_dot_product_attention(F.normalize(q, dim=-1) * tau, F.normalize(k, dim=-1), v,
                                           attn_mask=bias, scale=1.0)
 '''),
-    dict(exercise="cosine_attention", mistake="clamps the log-scale in place (modifies the parameter)", source='''
+    dict(exercise="cosine_attention", diagnosis="modified one of its inputs in place", mistake="clamps the log-scale in place (modifies the parameter)", source='''
 def cosine_attention(q, k, v, logit_scale, bias=None):
     with torch.no_grad():
         logit_scale.clamp_(max=math.log(100.0))

@@ -4,7 +4,7 @@ Cases cover batch sizes, sequence lengths from 1, head counts from 1 to the
 model width (head_dim 1), float32 and float64, contiguous and non-contiguous
 inputs, and output widths that differ from ``n_heads * head_dim`` (so a
 transposed weight shows up as a shape error). Each
-:class:`~course_lib.grading.Mistake` is a plausible wrong implementation
+:class:`~grader.assignments.Mistake` is a plausible wrong implementation
 written as a variant of the reference; the grader names it when a learner's
 result matches it.
 """
@@ -18,7 +18,7 @@ from torch import Tensor
 
 from course_lib.counting import mha_param_count
 from course_lib.multi_head import multi_head_attention
-from course_lib.grading import Case, Mistake
+from grader import Case, Mistake
 
 
 def _dtype(i: int) -> torch.dtype:
@@ -348,3 +348,31 @@ PARAM_COUNT_MISTAKES = [
     Mistake("the count is a float: use integer arithmetic (// rather than /) and return an int.", lambda d, h, bias=True: float(_count(d, h, bias))),
     Mistake("the biases are counted once per head: a projection has one bias per output feature, dim in all.", lambda d, h, bias=True: _count(d, h, bias, b=4 * h)),
 ]
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 03-multi-head-attention run
+# --------------------------------------------------------------------------
+from course_lib import multi_head as _reference  # noqa: E402
+from grader.guards import FUSED_ATTENTION  # noqa: E402
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("03-multi-head-attention", "multi_head_attention.ipynb", (
+    Exercise("split_heads", 2, (
+        Comparison(_reference.split_heads, split_cases, seed=31, mistakes=SPLIT_MISTAKES, check_grad=True),
+    )),
+    Exercise("merge_heads", 2, (
+        Comparison(_reference.merge_heads, merge_cases, seed=32, mistakes=MERGE_MISTAKES, check_grad=True),
+    )),
+    Exercise("multi_head_attention", 4, (
+        Comparison(mha_reference, mha_cases, seed=33, mistakes=MHA_MISTAKES, forbidden=FUSED_ATTENTION,
+                   check_grad=True),
+    )),
+    Exercise("project_heads_separately", 2, (
+        Comparison(_reference.mha_output_as_head_sum, head_sum_cases, seed=34, mistakes=HEAD_SUM_MISTAKES,
+                   check_grad=True),
+    )),
+    Exercise("mha_param_count", 2, (
+        Comparison(param_count_reference, param_count_cases, seed=35, mistakes=PARAM_COUNT_MISTAKES),
+    )),
+))

@@ -2,7 +2,7 @@
 
 Cases cover batch shapes, ``n_q != n_k``, ``d_k != d_v``, float32 and float64,
 small and large score spreads, and masks of every kind, including a query
-whose keys are all masked. Each :class:`~course_lib.grading.Mistake` is a
+whose keys are all masked. Each :class:`~grader.assignments.Mistake` is a
 plausible wrong implementation written as a variant of the reference; the
 grader names it when a learner's result matches it.
 """
@@ -14,7 +14,7 @@ import math
 import torch
 from torch import Tensor
 
-from course_lib.grading import Case, Mistake
+from grader import Case, Mistake
 
 _BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
 
@@ -180,3 +180,29 @@ ATTENTION_MISTAKES = [
     ),
     Mistake("the scores are not normalized: apply the softmax before weighting the values.", lambda q, k, v, m=None: (_scores(q, k, 1.0 / math.sqrt(q.shape[-1])).masked_fill(~m, 0.0) if m is not None else _scores(q, k, 1.0 / math.sqrt(q.shape[-1]))) @ v),
 ]
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 02-attention run
+# --------------------------------------------------------------------------
+from course_lib import attention as _reference  # noqa: E402
+from grader.guards import FUSED_ATTENTION, SOFTMAX  # noqa: E402
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("02-attention", "attention.ipynb", (
+    Exercise("attention_scores", 2, (
+        Comparison(_reference.attention_scores, score_cases, seed=21, mistakes=SCORE_MISTAKES,
+                   forbidden=FUSED_ATTENTION, check_grad=True),
+    )),
+    Exercise("masked_softmax", 3, (
+        Comparison(_reference.masked_softmax, softmax_cases, seed=22, mistakes=SOFTMAX_MISTAKES,
+                   forbidden=SOFTMAX + FUSED_ATTENTION, check_grad=True),
+    )),
+    Exercise("causal_mask", 2, (
+        Comparison(_reference.causal_mask, mask_sizes, seed=23, mistakes=CAUSAL_MASK_MISTAKES),
+    )),
+    Exercise("scaled_dot_product_attention", 3, (
+        Comparison(_reference.scaled_dot_product_attention, attention_cases, seed=24, mistakes=ATTENTION_MISTAKES,
+                   forbidden=FUSED_ATTENTION, check_grad=True),
+    )),
+))

@@ -2,7 +2,7 @@
 
 nbgrader runs every submission in a kernel of its own. :func:`install` runs in
 that kernel before the learner's first cell (the autograder passes it as the
-kernel's startup code, see :mod:`course_lib.grading.autograde`) and sets up
+kernel's startup code, see :mod:`grader.autograde`) and sets up
 what the learner's code cannot undo:
 
 * a memory limit (``RLIMIT_AS``, soft and hard, so it cannot be raised again):
@@ -19,7 +19,8 @@ what the learner's code cannot undo:
     native libraries from outside the Python installation (``ctypes``);
 
 * a snapshot of the functions the checks rely on (``torch.allclose``,
-  ``numpy.allclose``, builtins, every ``course_lib`` module, ...). Each test
+  ``numpy.allclose``, builtins, every ``course_lib`` and ``grader`` module,
+  ...), taken by the grader's one tamper detector (:mod:`grader.guards`). Each test
   cell starts with :data:`PROLOGUE`, which asks the hook, through
   ``sys.audit``, to compare them with the snapshot: a test cell that runs after
   the learner replaced one of them fails and says which.
@@ -35,7 +36,9 @@ import importlib
 import os
 import sys
 
-VERIFY_EVENT = "course_lib.grading.verify"
+from .guards import first_change, take_snapshot
+
+VERIFY_EVENT = "grader.verify"
 VERIFIED = "verified by the grading sandbox"
 
 #: the line put in front of every test cell of an autograded notebook
@@ -46,14 +49,6 @@ PROLOGUE = (
     "  # grading integrity check\n"
 )
 
-_WATCHED = ("torch", "torch.nn.functional", "torch.testing", "torch.linalg", "torch.special", "numpy",
-            "numpy.testing", "math", "operator", "functools", "copy", "builtins", "sys")
-#: the builtins checks use (ipykernel itself rebinds input, getpass and friends, so not all of them)
-_BUILTINS = ("abs", "all", "any", "bool", "float", "int", "isinstance", "issubclass", "len", "max", "min", "range",
-             "round", "sum", "zip", "type", "getattr", "setattr", "hasattr", "callable", "repr", "str", "list",
-             "tuple", "dict", "set", "sorted", "enumerate", "map", "filter", "iter", "next", "id", "__import__",
-             "compile", "exec", "eval", "open", "vars", "object", "super", "print", "format", "hash", "divmod", "pow")
-_SYS_FUNCTIONS = ("audit", "addaudithook", "setprofile", "getprofile", "settrace", "gettrace", "exit", "modules")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _PATH_WRITE_EVENTS = {  # event -> positions of the path arguments it writes
     "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.link": (0, 1),
@@ -72,58 +67,18 @@ _REFUSED_EVENTS = {
 }
 
 
-def _is_callable_entry(name: str, value) -> bool:
-    return callable(value) and not name.startswith("__")
-
-
-def _namespaces() -> list[tuple[str, dict, bool]]:
-    """(name, namespace, only_public_callables) of everything the checks rely on."""
-    out = []
-    for name in _WATCHED:
-        if name in sys.modules:
-            out.append((name, vars(sys.modules[name]), name in ("builtins", "sys")))
-    import torch
-
-    out.append(("torch.Tensor", vars(torch.Tensor), False))
-    for name, mod in list(sys.modules.items()):
-        if mod is not None and (name == "course_lib" or name.startswith("course_lib.")):
-            out.append((name, vars(mod), False))
-    return out
-
-
-def _take_snapshot() -> list[tuple[str, dict, dict]]:
-    snap = []
-    for name, ns, public in _namespaces():
-        if name == "sys":
-            entries = {k: ns[k] for k in _SYS_FUNCTIONS if k in ns}
-        elif public:  # builtins: IPython rebinds `_`, input and friends
-            entries = {k: ns[k] for k in _BUILTINS if k in ns}
-        else:
-            entries = {k: v for k, v in ns.items() if _is_callable_entry(k, v) or isinstance(v, type(sys))}
-        snap.append((name, ns, entries))
-    snap.append(("sys.modules", sys.modules, {k: v for k, v in sys.modules.items()
-                                              if k.split(".")[0] in ("torch", "numpy", "course_lib") and v is not None}))
-    return snap
-
-
-def _tampered(snapshot) -> str | None:
-    for name, ns, before in snapshot:
-        for key, value in before.items():
-            if ns.get(key) is not value:
-                return f"{name}[{key!r}]" if name == "sys.modules" else f"{name}.{key}"
-    return None
-
-
-def _import_course_lib() -> None:
-    """Every course_lib module the hidden tests can use (not interop: it pulls in transformers)."""
+def _import_checked_packages() -> None:
+    """Every module the hidden tests can reach: course_lib (not interop: it pulls in transformers) and the grader."""
     import course_lib
+    import grader
 
-    base = os.path.dirname(course_lib.__file__)
-    for pattern, prefix in (("*.py", "course_lib."), (os.path.join("grading", "*.py"), "course_lib.grading.")):
-        for path in sorted(glob.glob(os.path.join(base, pattern))):
-            stem = os.path.splitext(os.path.basename(path))[0]
-            if stem != "__init__":
-                importlib.import_module(prefix + stem)
+    for package in (course_lib, grader):
+        base = os.path.dirname(package.__file__)
+        for path in sorted(glob.glob(os.path.join(base, "*.py")) + glob.glob(os.path.join(base, "*", "*.py"))):
+            rel = os.path.relpath(os.path.splitext(path)[0], os.path.dirname(base)).replace(os.sep, ".")
+            if rel.endswith("__init__") or ".interop" in rel or rel.endswith(".autograde"):
+                continue
+            importlib.import_module(rel)
 
 
 def _real(path) -> str | None:
@@ -159,7 +114,7 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
 
     sys.dont_write_bytecode = True
     os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="mpl-"))
-    _import_course_lib()
+    _import_checked_packages()
     import matplotlib  # noqa: F401 - its font cache is built now, in the temporary folder
 
     workdir = os.path.realpath(workdir)
@@ -167,7 +122,7 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
     private = [os.path.realpath(p) for p in private_roots]
     readable = [workdir] + [os.path.realpath(p) for p in public_roots]
     native_ok = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
-    snapshot = _take_snapshot()
+    snapshot = take_snapshot(between_cells=True)
 
     if memory_mb:
         import resource
@@ -193,7 +148,7 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
 
     def hook(event: str, args: tuple) -> None:
         if event == VERIFY_EVENT:
-            changed = _tampered(snapshot)
+            changed = first_change(snapshot)
             if changed:
                 raise RuntimeError(f"the submission replaced {changed}, which the grading checks rely on: "
                                    "this test cell scores zero")

@@ -2,7 +2,7 @@
 
 Cases cover batch sizes 1-3, one and three channels, square and non-square
 images, patches from 1 pixel to the whole image, float32 and float64. Each
-:class:`~course_lib.grading.Mistake` is a plausible wrong implementation written
+:class:`~grader.assignments.Mistake` is a plausible wrong implementation written
 as a variant of the reference; the grader names it when a learner's result
 matches it.
 """
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.blocks import Block, BlockConfig
-from course_lib.grading import Case, Mistake
+from grader import Case, Mistake
 from course_lib.positional import resample_pos_embed
 
 #: routines that would cut or project the patches for the learner.
@@ -326,3 +326,33 @@ INTERPOLATE_MISTAKES = [
                                                                  mode="linear", align_corners=False)
                                         .transpose(1, 2).to(pe.dtype)], dim=1)),
 ]
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 09-vision-transformer run
+# --------------------------------------------------------------------------
+from course_lib import vit as _reference  # noqa: E402
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("09-vision-transformer", "vision_transformer.ipynb", (
+    Exercise("patchify", 2, (
+        Comparison(_reference.patchify, patchify_cases, seed=91, mistakes=PATCHIFY_MISTAKES, forbidden=UNFOLD,
+                   check_grad=True),
+    )),
+    Exercise("patch_embed", 2, (
+        Comparison(patch_embed_reference, patch_embed_cases, seed=92, mistakes=PATCH_EMBED_MISTAKES,
+                   forbidden=CONVOLUTION, check_grad=True),
+    )),
+    Exercise("prepend_cls_add_pos", 2, (
+        Comparison(_reference.prepend_cls_add_pos, cls_pos_cases, seed=93, mistakes=CLS_POS_MISTAKES,
+                   check_grad=True),
+    )),
+    Exercise("vit_forward", 3, (
+        Comparison(_reference.vit_forward, vit_forward_cases, seed=94, mistakes=VIT_FORWARD_MISTAKES,
+                   check_grad=True, allowed=(Block,)),
+    )),
+    Exercise("interpolate_pos_embed", 3, (
+        Comparison(interpolate_reference, interpolate_cases, seed=95, mistakes=INTERPOLATE_MISTAKES,
+                   check_grad=True),
+    )),
+))

@@ -4,7 +4,7 @@ Two families:
 
 * BPE on lists of ids (``most_frequent_pair``, ``merge``, ``train_bpe``,
   ``encode``): results are ids, pairs and lists, compared by value with
-  :func:`course_lib.grading.check_function`. Cases cover empty and one-id
+  :func:`grader.assignments.check_function`. Cases cover empty and one-id
   inputs, runs like ``[5, 5, 5]`` where occurrences overlap, ties between
   pairs, ids above 255, and text in any script (accents, CJK, emoji).
 * Position tables (``sinusoidal_encoding``, ``offset_rotation``): the inputs
@@ -13,23 +13,21 @@ Two families:
   (``n_positions`` or ``|k|``) and with the precision of the learner's dtype:
   float32 or float64 results both pass when computed carefully.
 
-Each :class:`~course_lib.grading.Mistake` is a plausible wrong implementation
+Each :class:`~grader.assignments.Mistake` is a plausible wrong implementation
 written as a variant of the reference; the grader names the one a learner's
 result matches.
 """
 
 from __future__ import annotations
 
-import math
 import random
-from typing import Any, Callable, Sequence
 
 import torch
 from torch import Tensor
 
 from course_lib import positional as _P
 from course_lib import tokenizer as _T
-from course_lib.grading import Case, ExerciseFailure, Mistake, forbid_calls
+from grader import Case, Mistake
 
 # --------------------------------------------------------------------------
 # References with the exercises' signatures
@@ -211,75 +209,6 @@ def rotation_cases(seed: int = 0, n: int = 14) -> list[Case]:
         else:
             cases.append(Case((k, d), label=f"k={k}, dim={d}"))
     return cases
-
-
-# --------------------------------------------------------------------------
-# Comparing tables computed from integers
-# --------------------------------------------------------------------------
-def check_table(learner: Callable, reference: Callable, cases: Sequence[Case], *, name: str | None = None,
-                diagnoses: Sequence[Mistake] = ()) -> None:
-    """Compare a learner's table (a tensor computed from integer arguments) with the float64 reference.
-
-    The result must be a floating tensor of the reference's shape. Its values
-    may differ from the reference by ``32 * eps * m``, where ``eps`` is the
-    precision of the learner's dtype (float32 or float64 both pass) and ``m``
-    the largest integer argument (angles grow with the position or the offset,
-    and so does their rounding error). On a mismatch the likely mistake is
-    named, never the expected values. Calls into :mod:`course_lib` are
-    forbidden. Returns None (nbgrader reads a value as partial credit).
-    """
-    name = name or getattr(learner, "__name__", "your function")
-    if not callable(learner):
-        raise ExerciseFailure(f"{name} is not a function (got {type(learner).__name__}).")
-    for case in cases:
-        label = case.label or "a random case"
-        try:
-            with forbid_calls((), exercise=name):
-                out = learner(*case.args, **case.kwargs)
-        except ExerciseFailure:
-            raise
-        except NotImplementedError:
-            raise ExerciseFailure(f"{name} is not implemented yet: replace `raise NotImplementedError()` with your code.") from None
-        except Exception as exc:
-            raise ExerciseFailure(f"{name} raised {type(exc).__name__}: {exc} ({label}).") from None
-        if not isinstance(out, Tensor):
-            hint = " Did you forget to `return` it?" if out is None else ""
-            raise ExerciseFailure(f"{name} should return a torch.Tensor, but returned {type(out).__name__} ({label}).{hint}")
-        expected = reference(*case.args, **case.kwargs)
-        if out.shape != expected.shape:
-            msg = f"{name} returned shape {tuple(out.shape)}, expected {tuple(expected.shape)} ({label})."
-            raise ExerciseFailure(msg + _which_mistake(out, case, diagnoses, expected, shape_only=True))
-        if not out.is_floating_point() or out.dtype in (torch.float16, torch.bfloat16):
-            raise ExerciseFailure(
-                f"{name} returned dtype {out.dtype} ({label}); return float32 or float64 values "
-                "(integer positions must become floats before the division)."
-            )
-        scale = max([1] + [abs(a) for a in case.args if isinstance(a, int)])
-        atol = 32 * torch.finfo(out.dtype).eps * scale
-        diff = (out.detach().double().cpu() - expected).abs()
-        if torch.isnan(diff).any() or float(diff.max()) > atol:
-            worst = float(torch.nan_to_num(diff, nan=float("inf")).max())
-            raise ExerciseFailure(f"{name} gives wrong values ({label}): max abs difference {worst:.3g}."
-                                  + _which_mistake(out, case, diagnoses, expected))
-    return None
-
-
-def _which_mistake(out: Tensor, case: Case, diagnoses: Sequence[Mistake], expected: Tensor, shape_only: bool = False) -> str:
-    for mistake in diagnoses:
-        try:
-            wrong = mistake.variant(*case.args, **case.kwargs)
-        except Exception:
-            continue
-        if not isinstance(wrong, Tensor) or wrong.shape != out.shape:
-            continue
-        if shape_only:
-            return " Likely mistake: " + mistake.message
-        wrong = wrong.double()
-        close = float((out.detach().double().cpu() - wrong).abs().max()) <= 1e-4 * max(1.0, float(wrong.abs().max()))
-        differs = wrong.shape != expected.shape or not torch.allclose(wrong, expected, atol=1e-6)
-        if close and differs:
-            return " Likely mistake: " + mistake.message
-    return ""
 
 
 # --------------------------------------------------------------------------
@@ -575,3 +504,30 @@ ROTATION_MISTAKES = [
     Mistake("the base argument is ignored (10000 is hard-coded); use `base`.",
             lambda k, d, base=10000.0: offset_rotation(k, d, 10000.0)),
 ]
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 01-tokenization run
+# --------------------------------------------------------------------------
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("01-tokenization", "tokenization.ipynb", (
+    Exercise("most_frequent_pair", 2, (
+        Comparison(most_frequent_pair, pair_cases, seed=11, mistakes=PAIR_MISTAKES),
+    )),
+    Exercise("merge", 2, (
+        Comparison(merge, merge_cases, seed=12, mistakes=MERGE_MISTAKES),
+    )),
+    Exercise("train_bpe", 2, (
+        Comparison(train_bpe, train_cases, seed=13, mistakes=TRAIN_MISTAKES),
+    )),
+    Exercise("encode", 3, (
+        Comparison(encode, encode_cases, seed=14, mistakes=ENCODE_MISTAKES),
+    )),
+    Exercise("sinusoidal_encoding", 2, (
+        Comparison(sinusoidal_encoding, sinusoidal_cases, seed=15, mistakes=SINUSOIDAL_MISTAKES, table=True),
+    )),
+    Exercise("offset_rotation", 3, (
+        Comparison(offset_rotation, rotation_cases, seed=16, mistakes=ROTATION_MISTAKES, table=True),
+    )),
+))

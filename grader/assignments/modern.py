@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from course_lib.blocks import residual
 from course_lib.decoder_lm import next_token_loss, sample_next_token, swiglu
-from course_lib.grading import Case, Mistake
+from grader import Case, Mistake
 
 _BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
 
@@ -443,3 +443,29 @@ SAMPLE_MISTAKES = [
     Mistake("the token is the argmax: sample it with torch.multinomial(probs, 1, generator=generator).",
             lambda lg, t, k, gen: _sample(lg, t, k, gen, "argmax")),
 ]
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 07-modern-variants run
+# --------------------------------------------------------------------------
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("07-modern-variants", "modern_variants.ipynb", (
+    Exercise("pre_ln_block", 2, (
+        Comparison(reference_pre_ln_block, pre_ln_cases, seed=71, mistakes=PRE_LN_MISTAKES, check_grad=True),
+    )),
+    Exercise("swiglu", 2, (
+        Comparison(reference_swiglu, swiglu_cases, seed=72, mistakes=SWIGLU_MISTAKES, forbidden=SILU,
+                   check_grad=True),
+    )),
+    Exercise("apply_rope", 3, (
+        Comparison(reference_apply_rope, rope_cases, seed=73, mistakes=ROPE_MISTAKES, check_grad=True),
+    )),
+    Exercise("next_token_loss", 3, (
+        Comparison(reference_next_token_loss, loss_cases, seed=74, mistakes=LOSS_MISTAKES, forbidden=CROSS_ENTROPY,
+                   check_grad=True),
+    )),
+    Exercise("sample_next_token", 3, (
+        Comparison(reference_sample_next_token, sample_cases, seed=75, mistakes=SAMPLE_MISTAKES),
+    )),
+))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +31,7 @@ from torch import Tensor, nn
 
 from course_lib.dinov2 import add_registers
 from course_lib.dino import dino_loss, ema_update, multi_crop, update_center
-from course_lib.grading import Case, Mistake
+from grader import Case, Mistake
 
 __all__ = [
     "reference_add_registers", "register_cases", "REGISTER_MISTAKES",
@@ -400,6 +401,21 @@ CENTER_MISTAKES = [
 # --------------------------------------------------------------------------
 # Exercise: the EMA teacher
 # --------------------------------------------------------------------------
+def ema_result(ema_update: Callable) -> Callable:
+    """The learner's in-place update as a function of its result: ``(returned None, teacher after, student after)``.
+
+    It works on copies, so every case starts from the same modules. The guards
+    let this adapter through (it is the grader's); the learner's code it calls
+    is checked as always.
+    """
+    def result(teacher: nn.Module, student: nn.Module, momentum: float):
+        teacher, student = copy.deepcopy(teacher), copy.deepcopy(student)
+        returned = ema_update(teacher, student, momentum)
+        return (returned is None, [p.detach().clone() for p in teacher.parameters()],
+                [p.detach().clone() for p in student.parameters()])
+    return result
+
+
 def _params(module: nn.Module) -> list[Tensor]:
     return [p.detach().clone() for p in module.parameters()]
 
@@ -477,3 +493,31 @@ EMA_MISTAKES = [
     Mistake("the function returned something: it works in place and returns None.",
             lambda t, s, m: (False,) + reference_ema_result(t, s, m)[1:]),
 ]
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 10-dinov2 run
+# --------------------------------------------------------------------------
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("10-dinov2", "dinov2.ipynb", (
+    Exercise("add_registers", 2, (
+        Comparison(reference_add_registers, register_cases, seed=101, mistakes=REGISTER_MISTAKES, check_grad=True),
+    )),
+    Exercise("layerscale_block", 2, (
+        Comparison(reference_layerscale_block, layerscale_cases, seed=102, mistakes=LAYERSCALE_MISTAKES,
+                   check_grad=True),
+    )),
+    Exercise("multi_crop", 3, (
+        Comparison(reference_multi_crop, multi_crop_cases, seed=103, mistakes=MULTI_CROP_MISTAKES),
+    )),
+    Exercise("dino_loss", 4, (
+        Comparison(reference_dino_loss, dino_loss_cases, seed=104, mistakes=DINO_LOSS_MISTAKES, check_grad=True),
+    )),
+    Exercise("update_center", 2, (
+        Comparison(reference_update_center, center_cases, seed=105, mistakes=CENTER_MISTAKES),
+    )),
+    Exercise("ema_update", 2, (
+        Comparison(reference_ema_result, ema_cases, seed=106, mistakes=EMA_MISTAKES),
+    ), adapt=ema_result),
+))

@@ -5,7 +5,7 @@
   the gradebook, but leaves a *deleted* one ungraded without a word). The
   failing cell says what happened, and ``make grade`` reports it by name.
 * :class:`GuardedExecute` runs the notebook in a fenced kernel (see
-  :mod:`course_lib.grading.sandbox`: memory limit, no writes outside the
+  :mod:`grader.sandbox`: memory limit, no writes outside the
   submission's folder, no reads of the instructor's files, a check before
   every test cell that the checking functions were not replaced), and keeps
   grading when a cell kills its kernel: the cell scores zero, the kernel is
@@ -86,7 +86,7 @@ class GuardedExecute(Execute):
 
     course_root = Unicode("", help="the course folder, closed to the learner's code").tag(config=True)
     memory_mb = Integer(4096, help="address-space limit of the grading kernel, in MiB (0: none)").tag(config=True)
-    public_dirs = List(Unicode(), ["exercises", "chapters", "course_lib", ".venv"],
+    public_dirs = List(Unicode(), ["exercises", "chapters", "course_lib", "grader", ".venv"],
                        help="folders of the course that stay readable").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
@@ -109,7 +109,7 @@ class GuardedExecute(Execute):
         mine = ("--HistoryManager.enabled", "--IPKernelApp.exec_lines")
         self.extra_arguments = [a for a in self.extra_arguments if not a.startswith(mine)] + [
             "--HistoryManager.enabled=False",
-            "--IPKernelApp.exec_lines=import course_lib.grading.sandbox as _sandbox; _sandbox.install_from_env()",
+            "--IPKernelApp.exec_lines=import grader.sandbox as _sandbox; _sandbox.install_from_env()",
         ]
         for cell in nb.cells:
             if is_test_cell(cell) and not cell.source.startswith(PROLOGUE):

@@ -15,7 +15,8 @@ import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
-from course_lib.grading import Case, ExerciseFailure, Mistake
+from grader import Case, ExerciseFailure, Mistake
+from grader.checker import call_learner
 
 _DTYPES = [torch.float32, torch.float64]
 
@@ -226,17 +227,46 @@ class _ShapeWatch(TorchFunctionMode):
         return out
 
 
-def check_never_materialises(learner, seed: int = 0, name: str = "online_softmax_attention") -> None:
+def check_never_materialises(learner, name: str, seed: int | None = None) -> None:
     """Fail if ``learner(q, k, v, block_size)`` creates any tensor ending in ``(n_q, n_k)``
     (the full score matrix) when ``block_size < n_k``."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(84 if seed is None else seed)
     for n_q, n_k, d_k, d_v, block in [(5, 24, 4, 3, 6), (7, 30, 8, 6, 4), (16, 16, 3, 5, 5)]:
         q, k, v = (torch.randn(s, generator=g, dtype=torch.float64) for s in [(2, n_q, d_k), (2, n_k, d_k), (2, n_k, d_v)])
         watch = _ShapeWatch((n_q, n_k))
-        with watch:
-            learner(q, k, v, block)
+        with watch:  # the watch is grader code between the checker and the learner's: transparent to the guards
+            call_learner(learner, Case((q, k, v, block), label=f"n_q={n_q}, n_k={n_k}, block_size={block}"), name,
+                         transparent=(_ShapeWatch,))
         if watch.hit:
             raise ExerciseFailure(
                 f"{name} builds a tensor of shape (..., n_q, n_k) = (..., {n_q}, {n_k}) with block_size={block}: "
                 "that is the full score matrix the exercise avoids. Compute the scores one block of keys at a "
                 "time, (n_q, block_size), and keep only running statistics of shape (n_q, 1) and (n_q, d_v).")
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 08-efficient-attention run
+# --------------------------------------------------------------------------
+from course_lib import counting as _counting  # noqa: E402
+from course_lib import efficient as _reference  # noqa: E402
+from course_lib import multi_head as _multi_head  # noqa: E402
+from grader.guards import FUSED_ATTENTION, SOFTMAX  # noqa: E402
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("08-efficient-attention", "efficient_attention.ipynb", (
+    Exercise("kv_cache_bytes", 2, (
+        Comparison(_counting.kv_cache_bytes, kv_bytes_cases, seed=81, mistakes=KV_BYTES_MISTAKES),
+    )),
+    Exercise("repeat_kv", 2, (
+        Comparison(_multi_head.repeat_kv, repeat_kv_cases, seed=82, mistakes=REPEAT_KV_MISTAKES, check_grad=True),
+    )),
+    Exercise("decode_step_with_cache", 3, (
+        Comparison(_reference.decode_step_with_cache, decode_cases, seed=83, mistakes=DECODE_MISTAKES,
+                   forbidden=FUSED_ATTENTION),
+    )),
+    Exercise("online_softmax_attention", 5, (
+        Comparison(_reference.tiled_attention, online_cases, seed=84, mistakes=ONLINE_MISTAKES,
+                   forbidden=FUSED_ATTENTION + SOFTMAX),
+        check_never_materialises,
+    )),
+))

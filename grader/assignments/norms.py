@@ -4,7 +4,7 @@ Cases cover 0 to 3 leading axes, widths from 1 up, float32 and float64, inputs
 of very small and very large spread, inputs with a large mean (which breaks the
 one-pass variance ``E[x^2] - E[x]^2`` in float32), epsilons large enough to
 matter, and, for BatchNorm, padded sequence batches whose padding slots hold
-junk. Each :class:`~course_lib.grading.Mistake` is a plausible wrong
+junk. Each :class:`~grader.assignments.Mistake` is a plausible wrong
 implementation written as a variant of the reference; the grader names it when
 a learner's result matches it.
 """
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from course_lib.grading import LAYER_NORM, Case, Mistake
+from grader import LAYER_NORM, Case, Mistake
 
 # --------------------------------------------------------------------------
 # Forbidden routines
@@ -360,3 +360,31 @@ LAYER_NORM_BACKWARD_MISTAKES = [
         lambda up, x, g, eps: _ln_bwd(up, x, g, eps) * (x.var(-1, unbiased=False, keepdim=True) + eps),
     ),
 ]
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 04-normalization run
+# --------------------------------------------------------------------------
+from course_lib import norms as _reference  # noqa: E402
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("04-normalization", "normalization.ipynb", (
+    Exercise("layer_norm", 3, (
+        Comparison(_reference.layer_norm, layer_norm_cases, seed=41, mistakes=LAYER_NORM_MISTAKES, forbidden=NORMS),
+        Comparison(_reference.layer_norm, layer_norm_grad_cases, seed=42, mistakes=LAYER_NORM_MISTAKES,
+                   forbidden=NORMS, check_grad=True),
+    )),
+    Exercise("rms_norm", 2, (
+        Comparison(_reference.rms_norm, rms_norm_cases, seed=43, mistakes=RMS_NORM_MISTAKES, forbidden=NORMS,
+                   check_grad=True),
+    )),
+    Exercise("batch_norm", 4, (
+        Comparison(_reference.batch_norm, batch_norm_cases, seed=44, mistakes=BATCH_NORM_MISTAKES, forbidden=NORMS),
+        Comparison(_reference.batch_norm, batch_norm_grad_cases, seed=45, mistakes=BATCH_NORM_MISTAKES,
+                   forbidden=NORMS, check_grad=True),
+    )),
+    Exercise("layer_norm_backward", 3, (
+        Comparison(_reference.layer_norm_backward, layer_norm_backward_cases, seed=46,
+                   mistakes=LAYER_NORM_BACKWARD_MISTAKES, forbidden=AUTOGRAD),
+    )),
+))

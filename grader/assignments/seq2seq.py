@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from course_lib.grading import Case, ExerciseFailure, Mistake
+from grader import Case, ExerciseFailure, Mistake
+from grader.checker import call_learner
 
 __all__ = [
     "shift_right_cases", "SHIFT_RIGHT_MISTAKES",
@@ -122,11 +123,10 @@ def _lr(step, d, w, *, dpow=-0.5, wpow=-1.5, pick=min):
     return d**dpow * pick(step**-0.5, step * w**wpow)
 
 
-def check_float_results(learner, cases) -> None:
+def check_float_results(learner, name: str, seed: int | None = None) -> None:
     """The learner's schedule returns a Python float on every case (step 0 included), not an int or a tensor."""
-    name = getattr(learner, "__name__", "your function")
-    for case in cases:
-        out = learner(*case.args, **case.kwargs)
+    for case in lr_cases(seed=63 if seed is None else seed):
+        out = call_learner(learner, case, name)
         if not isinstance(out, float):
             raise ExerciseFailure(f"{name} should return a float, got {type(out).__name__} ({case.label}).")
 
@@ -299,3 +299,31 @@ CROSS_ATTENTION_MISTAKES = [
     Mistake("the weights are not transposed: nn.Linear weights are (out, in), so a projection is x @ w.T.",
             lambda *a: _xattn(*a, untransposed=True)),
 ]
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 06-encoder-decoder run
+# --------------------------------------------------------------------------
+from course_lib import seq2seq as _reference  # noqa: E402
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("06-encoder-decoder", "encoder_decoder.ipynb", (
+    Exercise("shift_right", 2, (
+        Comparison(_reference.shift_right, shift_right_cases, seed=61, mistakes=SHIFT_RIGHT_MISTAKES),
+    )),
+    Exercise("decoder_self_attention_mask", 2, (
+        Comparison(_reference.decoder_self_attention_mask, mask_cases, seed=62, mistakes=MASK_MISTAKES),
+    )),
+    Exercise("transformer_lr", 2, (
+        Comparison(_reference.transformer_lr, lr_cases, seed=63, mistakes=LR_MISTAKES),
+        check_float_results,
+    )),
+    Exercise("label_smoothed_loss", 4, (
+        Comparison(_reference.label_smoothed_loss, loss_cases, seed=64, mistakes=LOSS_MISTAKES,
+                   forbidden=LOSS_FORBIDDEN, check_grad=True),
+    )),
+    Exercise("cross_attention", 3, (
+        Comparison(_reference.cross_attention, cross_attention_cases, seed=65, mistakes=CROSS_ATTENTION_MISTAKES,
+                   forbidden=CROSS_ATTENTION_FORBIDDEN, check_grad=True),
+    )),
+))

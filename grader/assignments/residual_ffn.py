@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from course_lib.blocks import residual
 from course_lib.counting import layer_flops
-from course_lib.grading import Case, Mistake
+from grader import Case, Mistake
 from course_lib.counting import mlp_param_count
 
 _BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
@@ -299,3 +299,24 @@ __all__ = [
     "reference_position_wise_ffn", "ffn_cases", "FFN_MISTAKES", "residual", "residual_cases", "RESIDUAL_MISTAKES",
     "mlp_param_count", "param_count_cases", "PARAM_COUNT_MISTAKES", "layer_flops", "flops_cases", "FLOPS_MISTAKES",
 ]
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 05-residuals-ffn run
+# --------------------------------------------------------------------------
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("05-residuals-ffn", "residuals_ffn.ipynb", (
+    Exercise("position_wise_ffn", 3, (
+        Comparison(reference_position_wise_ffn, ffn_cases, seed=51, mistakes=FFN_MISTAKES, check_grad=True),
+    )),
+    Exercise("residual", 3, (
+        Comparison(residual, residual_cases, seed=52, mistakes=RESIDUAL_MISTAKES, check_grad=True),
+    )),
+    Exercise("ffn_param_count", 2, (
+        Comparison(mlp_param_count, param_count_cases, seed=53, mistakes=PARAM_COUNT_MISTAKES),
+    )),
+    Exercise("layer_flops", 3, (
+        Comparison(layer_flops, flops_cases, seed=54, mistakes=FLOPS_MISTAKES),
+    )),
+))

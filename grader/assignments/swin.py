@@ -3,7 +3,7 @@
 Cases cover square and non-square feature maps, one window or many, window
 sides from 1 to 6, odd sides before patch merging, float32 and float64, and
 temperatures on both sides of Swin V2's ``log 100`` clamp. Each
-:class:`~course_lib.grading.Mistake` is a plausible wrong implementation
+:class:`~grader.assignments.Mistake` is a plausible wrong implementation
 written as a variant of the reference; the grader names it when a learner's
 result matches it.
 """
@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import swin as S
-from course_lib.grading import Case, Mistake
+from grader import Case, ExerciseFailure, Mistake
+from grader.checker import call_learner
 
 __all__ = [
     "partition_cases", "reverse_cases", "mask_cases", "index_cases", "merging_cases", "cosine_cases",
@@ -174,18 +175,13 @@ def index_cases(seed: int = 0) -> list[Case]:
     return [Case((ws,), label=f"ws={ws}") for ws in [2, 1, 3, 4, 5, 6, 7, 8]]
 
 
-def check_mask_is_finite(learner) -> None:
+def check_mask_is_finite(learner, name: str, seed: int | None = None) -> None:
     """Fail with a clear message if a mask function puts -inf (or NaN) in its mask.
 
     The general comparison cannot name this mistake: a variant holding -inf
     matches almost anything within its relative tolerance.
     """
-    from course_lib.grading import ExerciseFailure
-
-    try:
-        mask = learner(8, 8, 4, 2)
-    except Exception:  # check_function reports errors (and stubs) with its own messages
-        return
+    mask = call_learner(learner, Case((8, 8, 4, 2), label="h=8, w=8, ws=4, shift=2"), name)
     if isinstance(mask, Tensor) and mask.is_floating_point() and not torch.isfinite(mask).all():
         raise ExerciseFailure("shifted_window_mask puts -inf (or NaN) in the mask (h=8, w=8, ws=4, shift=2). "
                               "Likely mistake: Swin (and Hugging Face) add -100, not -inf, between tokens of "
@@ -363,3 +359,35 @@ COSINE_MISTAKES = [
     Mistake("the softmax runs over the queries (dim=-2); each query's weights over the keys (dim=-1) sum to 1.",
             lambda q, k, v, s, b: _cos(q, k, v, s, b, softmax_dim=-2)),
 ]
+
+
+# --------------------------------------------------------------------------
+# The registry entry: what the hidden tests of 11-swin run
+# --------------------------------------------------------------------------
+from course_lib import swin as _reference  # noqa: E402
+from grader.guards import FUSED_ATTENTION  # noqa: E402
+from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
+
+ASSIGNMENT = Assignment("11-swin", "swin.ipynb", (
+    Exercise("window_partition", 2, (
+        Comparison(_reference.window_partition, partition_cases, seed=111, mistakes=PARTITION_MISTAKES,
+                   check_grad=True),
+    )),
+    Exercise("window_reverse", 2, (
+        Comparison(_reference.window_reverse, reverse_cases, seed=112, mistakes=REVERSE_MISTAKES, check_grad=True),
+    )),
+    Exercise("shifted_window_mask", 3, (
+        check_mask_is_finite,
+        Comparison(_reference.shifted_window_mask, mask_cases, seed=113, mistakes=MASK_MISTAKES),
+    )),
+    Exercise("relative_position_index", 2, (
+        Comparison(_reference.relative_position_index, index_cases, seed=114, mistakes=INDEX_MISTAKES),
+    )),
+    Exercise("patch_merging", 3, (
+        Comparison(patch_merging_reference, merging_cases, seed=115, mistakes=MERGING_MISTAKES, check_grad=True),
+    )),
+    Exercise("cosine_attention", 3, (
+        Comparison(_reference.cosine_attention, cosine_cases, seed=116, mistakes=COSINE_MISTAKES,
+                   forbidden=FUSED_ATTENTION, check_grad=True),
+    )),
+))

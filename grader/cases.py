@@ -1,0 +1,80 @@
+"""Cases: the calls a hidden test makes, and the conversions the comparison needs."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Case:
+    """One call of the function under test: its arguments and a readable label."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    label: str = ""
+
+    def map_tensors(self, fn: Callable[[Tensor], Tensor]) -> "Case":
+        conv = lambda x: fn(x) if isinstance(x, Tensor) else x  # noqa: E731
+        return Case(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()}, self.label)
+
+    def clone(self) -> "Case":
+        """A copy the function under test may not change the original through (tensors cloned, the rest deep-copied)."""
+        keep = lambda x: x if isinstance(x, Tensor) or callable(x) else copy.deepcopy(x)  # noqa: E731
+        copied = Case(tuple(keep(a) for a in self.args), {k: keep(v) for k, v in self.kwargs.items()}, self.label)
+        return copied.map_tensors(lambda t: t.detach().clone())
+
+    def in_float64(self) -> "Case":
+        """The case in float64: floating tensors and torch modules (deep-copied) converted."""
+        def conv(x):
+            if isinstance(x, torch.nn.Module):
+                return copy.deepcopy(x).double()
+            if isinstance(x, torch.Generator):  # the reference must not advance the learner's generator
+                return copy.deepcopy(x)
+            return x.double() if isinstance(x, Tensor) and x.is_floating_point() else x
+        return Case(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()}, self.label)
+
+
+def perturbed(case: Case, eps: float, g: torch.Generator) -> Case:
+    """The case with every floating tensor moved by about one rounding (relative ``eps``)."""
+    return case.map_tensors(
+        lambda t: t * (1 + eps * torch.randn(t.shape, generator=g, dtype=t.dtype)) if t.is_floating_point() else t)
+
+
+def in_dtype(case: Case, dtype: torch.dtype) -> Case:
+    """The case with its floating tensors and modules (deep-copied) converted to ``dtype``."""
+    def conv(x):
+        if isinstance(x, torch.nn.Module):
+            return copy.deepcopy(x).to(dtype)
+        return x.to(dtype) if isinstance(x, Tensor) and x.is_floating_point() else x
+    return Case(tuple(conv(a) for a in case.args), {k: conv(v) for k, v in case.kwargs.items()}, case.label)
+
+
+def strided(t: Tensor) -> Tensor:
+    """The same values in a non-contiguous layout: the last two axes stored transposed.
+
+    The layout is dense, so ``clone()`` and ``to()`` keep it; code that calls
+    ``view`` where the memory does not allow it fails, as it would on a
+    transposed or sliced tensor in a real model.
+    """
+    if t.ndim < 2 or t.shape[-1] < 2 or t.shape[-2] < 2:
+        return t
+    return t.transpose(-2, -1).contiguous().transpose(-2, -1)
+
+
+def with_strided_layout(case: Case) -> Case | None:
+    """The case with every tensor of two or more axes (of at least 2 x 2) made non-contiguous; None if none is."""
+    changed = case.map_tensors(strided)
+    if all(a is b for a, b in zip(tensors_of(changed), tensors_of(case))):
+        return None
+    return Case(changed.args, changed.kwargs, f"{case.label}, non-contiguous inputs" if case.label else
+                "non-contiguous inputs")
+
+
+def tensors_of(case: Case) -> list[Tensor]:
+    """The tensor arguments of a case, in order."""
+    return [t for t in list(case.args) + list(case.kwargs.values()) if isinstance(t, Tensor)]

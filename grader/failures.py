@@ -1,0 +1,11 @@
+"""What a hidden test raises when it finds a learner's function wrong."""
+
+from __future__ import annotations
+
+
+class ExerciseFailure(AssertionError):
+    """A hidden test found the learner's function wrong; the message says how."""
+
+
+class ForbiddenCall(ExerciseFailure):
+    """The learner's function called the reference or a fused routine."""

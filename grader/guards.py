@@ -1,0 +1,303 @@
+"""The guards around a learner's function while it is checked: no forbidden routine, no reference, no patching.
+
+:func:`forbid_calls` watches the learner's code with two guards, so that
+switching one off does not help: a ``TorchFunctionMode`` and a profiler that
+sees every Python call and every call of a builtin. :func:`take_snapshot` and
+:func:`first_change` are the one tamper detector of the grader: ``forbid_calls``
+uses it around each call of the learner's function, and the grading sandbox
+(:mod:`grader.sandbox`) between the cells of a whole notebook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Callable, Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.overrides import TorchFunctionMode
+
+import course_lib
+
+from .failures import ForbiddenCall
+
+#: code a learner's function may not run while it is checked: the reference model and the grader itself
+_REFERENCE_DIRS = (os.path.dirname(os.path.abspath(course_lib.__file__)), os.path.dirname(os.path.abspath(__file__)))
+_THIS_FILE = os.path.abspath(__file__)  # the only grader code a learner's call may run: the guard itself
+
+
+# --------------------------------------------------------------------------
+# Forbidden routines
+# --------------------------------------------------------------------------
+FUSED_ATTENTION: tuple[Callable, ...] = (
+    F.scaled_dot_product_attention,
+    F.multi_head_attention_forward,
+)
+#: every spelling of softmax, for the exercise that writes softmax out.
+SOFTMAX: tuple[Callable, ...] = (
+    torch.softmax,
+    torch.log_softmax,
+    torch.special.softmax,
+    torch.special.log_softmax,
+    torch._softmax,
+    torch._log_softmax,
+    F.softmax,
+    F.log_softmax,
+    F.softmin,
+    F.gumbel_softmax,
+    Tensor.softmax,
+    Tensor.log_softmax,
+)
+#: torch's normalization routines (for the normalization chapter).
+LAYER_NORM: tuple[Callable, ...] = (
+    F.layer_norm,
+    torch.layer_norm,
+    torch.native_layer_norm,
+    F.rms_norm,
+    torch.rms_norm,
+    F.batch_norm,
+    torch.batch_norm,
+    F.group_norm,
+    F.instance_norm,
+)
+
+
+def _name_of(func: Callable) -> str:
+    """A readable name: ``torch.softmax``, ``Tensor.softmax``, ``torch.nn.functional.softmax``."""
+    mod = getattr(func, "__module__", None) or ""
+    qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+    owner, _, short = qual.rpartition(".")
+    if owner in ("TensorBase", "Tensor", "_TensorBase"):
+        return f"Tensor.{short}"
+    if owner == "_VariableFunctionsClass" or mod.startswith("torch._C") or not mod:
+        return f"torch.{short or qual}"
+    return f"{mod}.{qual}"
+
+
+class _ForbidTorch(TorchFunctionMode):
+    def __init__(self, forbidden: Iterable[Callable], exercise: str):
+        super().__init__()
+        self.forbidden = {id(f): f for f in forbidden}
+        self.exercise = exercise
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if id(func) in self.forbidden:
+            raise ForbiddenCall(
+                f"{self.exercise}: your code calls {_name_of(func)}, which does the exercise "
+                "for you. Compute it yourself from basic tensor operations."
+            )
+        return func(*args, **(kwargs or {}))
+
+
+#: builtins a learner's function may not call while it is checked: they would blind the guard
+#: (a profiler or tracer of their own, or a thread the profiler does not see).
+_GUARD_BREAKERS: tuple[Callable, ...] = tuple(
+    f for f in (
+        sys.setprofile, sys.settrace, getattr(sys, "_setprofileallthreads", None), getattr(sys, "_settraceallthreads", None),
+        getattr(sys, "monitoring", None) and sys.monitoring.use_tool_id,
+        getattr(sys, "monitoring", None) and sys.monitoring.register_callback,
+        __import__("_thread").start_new_thread, getattr(__import__("_thread"), "start_joinable_thread", None),
+    ) if f is not None
+)
+
+
+# --------------------------------------------------------------------------
+# The tamper detector
+# --------------------------------------------------------------------------
+#: modules whose functions a learner might replace to make a check pass (``torch.allclose = lambda *a: True``).
+WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.testing", "torch.linalg", "torch.special", "numpy",
+                   "numpy.testing", "math", "builtins", "sys", "operator", "functools", "copy")
+#: the builtins the checks use (ipykernel itself rebinds ``_``, input, getpass and friends between cells)
+CHECKED_BUILTINS = ("abs", "all", "any", "bool", "float", "int", "isinstance", "issubclass", "len", "max", "min",
+                    "range", "round", "sum", "zip", "type", "getattr", "setattr", "hasattr", "callable", "repr", "str",
+                    "list", "tuple", "dict", "set", "sorted", "enumerate", "map", "filter", "iter", "next", "id",
+                    "__import__", "compile", "exec", "eval", "open", "vars", "object", "super", "print", "format",
+                    "hash", "divmod", "pow")
+CHECKED_SYS = ("audit", "addaudithook", "setprofile", "getprofile", "settrace", "gettrace", "exit", "modules")
+_PACKAGES = ("course_lib", "grader")
+
+
+def take_snapshot(*, between_cells: bool = False) -> list[tuple[str, dict, dict]]:
+    """What the checks rely on, as ``(name, namespace, entries)``.
+
+    Around one call of a learner's function every entry of the watched modules
+    counts. Between the cells of a notebook (``between_cells``) only their
+    functions and submodules do, the builtins the checks use and the hooks of
+    :mod:`sys`: torch and IPython change some other values of their own, and
+    ``sys.modules`` is watched for the packages the checks import.
+    """
+    snap = []
+    spaces = [(n, vars(sys.modules[n])) for n in WATCHED_MODULES if n in sys.modules]
+    spaces += [("torch.Tensor", vars(torch.Tensor)), ("torch.nn.Module", vars(torch.nn.Module))]
+    spaces += [(n, vars(m)) for n, m in list(sys.modules.items())
+               if m is not None and n.split(".")[0] in _PACKAGES]
+    for name, ns in spaces:
+        if between_cells and name == "sys":
+            entries = {k: ns[k] for k in CHECKED_SYS if k in ns}
+        elif between_cells and name == "builtins":
+            entries = {k: ns[k] for k in CHECKED_BUILTINS if k in ns}
+        elif between_cells:
+            entries = {k: v for k, v in ns.items()
+                       if not k.startswith("__") and (callable(v) or isinstance(v, type(sys)))}
+        else:
+            entries = {k: v for k, v in ns.items() if not (k.startswith("__") and k.endswith("__"))}
+        snap.append((name, ns, entries))
+    if between_cells:
+        snap.append(("sys.modules", sys.modules, {k: v for k, v in sys.modules.items()
+                                                  if k.split(".")[0] in ("torch", "numpy") + _PACKAGES
+                                                  and v is not None}))
+    return snap
+
+
+_MISSING = object()
+
+
+def first_change(snapshot) -> str | None:
+    """The first watched name rebound or deleted since ``snapshot`` was taken, or None."""
+    for name, ns, before in snapshot:
+        for key, value in before.items():
+            if ns.get(key, _MISSING) is not value:
+                return f"{name}[{key!r}]" if name == "sys.modules" else f"{name}.{key}"
+    return None
+
+
+# --------------------------------------------------------------------------
+# The guard
+# --------------------------------------------------------------------------
+@contextlib.contextmanager
+def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this exercise", reference: bool = True,
+                 allowed: Iterable[Any] = (), transparent: Iterable[Any] = ()):
+    """Fail with :class:`ForbiddenCall` if the code inside calls a forbidden routine.
+
+    Two guards watch the code, so switching one off does not help: a
+    TorchFunctionMode, and a profiler that sees every Python call (into
+    :mod:`course_lib` or the grader, or into a forbidden Python function) and every call of a
+    builtin (a forbidden torch routine however reached, even under
+    ``torch._C.DisableTorchFunction``; ``sys.setprofile``; starting a thread).
+    The code may not replace functions of torch, numpy, math, builtins or
+    course_lib either (``torch.allclose = lambda *a, **k: True``).
+
+    Args:
+        forbidden: torch functions or methods (matched by identity, so an alias
+            such as ``sdpa = F.scaled_dot_product_attention`` is caught too).
+        exercise: name used in the message.
+        reference: also forbid any code defined in :mod:`course_lib` or in the
+            grader (other than this file, the guard itself), however it was
+            imported or aliased.
+        allowed: course_lib building blocks the exercise hands to the learner
+            (functions, classes or module instances): calling them, and
+            whatever they call in turn, is not a violation. An exercise that
+            assembles a ViT from course_lib blocks passes the block class here.
+        transparent: grader code that runs between the checker and the
+            learner's code (an adapter that calls the learner's function, a
+            TorchFunctionMode that watches it): it is not a violation itself,
+            but everything it calls is still checked.
+    """
+    forbidden = tuple(forbidden)
+    violations: list[str] = []
+    previous = sys.getprofile()
+    allowed_codes = _code_objects(allowed)
+    transparent_codes = _nested(_code_objects(transparent))
+    inside_allowed: list[Any] = []  # frames of allowed code now running
+    forbidden_codes = {f.__code__: f for f in forbidden if hasattr(f, "__code__")}
+    forbidden_builtins = {id(f): f for f in forbidden if not hasattr(f, "__code__")}
+    forbidden_methods = {getattr(f, "__name__", None) for f in forbidden
+                         if getattr(f, "__objclass__", None) is not None}  # Tensor.softmax and co., bound at call time
+    breakers = {id(f): f for f in _GUARD_BREAKERS}
+
+    def fail(message: str):
+        violations.append(message)
+        raise ForbiddenCall(message)
+
+    def profiler(frame, event, arg):  # pragma: no cover - runs under the profiler
+        if inside_allowed:
+            if event == "return" and frame is inside_allowed[-1]:
+                inside_allowed.pop()
+            elif event == "call" and frame.f_code in allowed_codes:
+                inside_allowed.append(frame)
+            return
+        if event == "call":
+            code = frame.f_code
+            if code in allowed_codes:
+                inside_allowed.append(frame)
+                return
+            if code in transparent_codes:
+                return
+            if code in forbidden_codes:
+                fail(f"{exercise}: your code calls {_name_of(forbidden_codes[code])}, which does the exercise "
+                     "for you. Compute it yourself from basic tensor operations.")
+            filename = code.co_filename
+            home = next((d for d in _REFERENCE_DIRS if filename.startswith(d + os.sep)), None)
+            if home and os.path.abspath(filename) != _THIS_FILE:
+                module = os.path.relpath(os.path.splitext(filename)[0], os.path.dirname(home)).replace(os.sep, ".")
+                fail(f"{exercise}: your code calls the reference {module}.{code.co_name}. "
+                     "Write the computation yourself.")
+        elif event == "c_call" and frame.f_code.co_filename != __file__:  # the guard's own calls are fine
+            if id(arg) in breakers:
+                fail(f"{exercise}: your code calls {_name_of(arg)} while it is being checked; "
+                     "exercises may not change the profiler or tracer, or start threads.")
+            if id(arg) in forbidden_builtins or (
+                    forbidden_methods and getattr(arg, "__name__", None) in forbidden_methods
+                    and isinstance(getattr(arg, "__self__", None), Tensor)):
+                fail(f"{exercise}: your code calls {_name_of(forbidden_builtins.get(id(arg), arg))}, which does the "
+                     "exercise for you. Compute it yourself from basic tensor operations.")
+
+    before = take_snapshot()
+    if reference or forbidden:
+        sys.setprofile(profiler)
+    try:
+        with _ForbidTorch(forbidden, exercise):
+            yield
+    finally:
+        still_mine = sys.getprofile() is profiler
+        if reference or forbidden:
+            sys.setprofile(previous)
+    if violations:  # the profiler's exception may have been swallowed by the learner's code
+        raise ForbiddenCall(violations[0])
+    if (reference or forbidden) and not still_mine:
+        raise ForbiddenCall(f"{exercise}: your code replaced the profiler the checks use; exercises may not call "
+                            "sys.setprofile or sys.settrace.")
+    changed = first_change(before)
+    if changed:
+        raise ForbiddenCall(f"{exercise}: your code replaced {changed} while it was being checked; "
+                            "exercises may not patch torch, numpy or the course's modules.")
+
+
+def _code_objects(allowed: Iterable[Any]) -> set:
+    """The code objects of functions, of every method of classes (and their course_lib bases), of modules' classes."""
+    codes = set()
+    for item in allowed:
+        if isinstance(item, torch.nn.Module):
+            item = type(item)
+        if isinstance(item, type):
+            for klass in item.__mro__:
+                if klass.__module__.split(".")[0] not in _PACKAGES:  # nn.Module.__call__ would let anything through
+                    continue
+                for member in vars(klass).values():
+                    member = getattr(member, "__func__", member)  # staticmethod, classmethod
+                    if isinstance(member, property):
+                        member = member.fget
+                    code = getattr(member, "__code__", None)
+                    if code is not None:
+                        codes.add(code)
+        else:
+            item = getattr(item, "__func__", item)
+            code = getattr(item, "__code__", None)
+            if code is None:
+                raise TypeError(f"allowed: {item!r} is not a Python function, class or module")
+            codes.add(code)
+    return codes
+
+
+def _nested(codes: set) -> set:
+    """The code objects and every code object defined inside them (comprehensions, lambdas, inner functions)."""
+    out, todo = set(), list(codes)
+    while todo:
+        code = todo.pop()
+        if code not in out:
+            out.add(code)
+            todo += [c for c in code.co_consts if hasattr(c, "co_code")]
+    return out

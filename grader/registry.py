@@ -1,0 +1,176 @@
+"""Exercises as data: one registry entry per exercise, and the one call every hidden test makes.
+
+Each assignment module under :mod:`grader.assignments` ends with an
+:class:`Assignment`: its exercises, each with its points and the steps that
+grade it. A step is either a :class:`Comparison` (a family of random cases
+compared with the reference, with the likely mistakes that name what went
+wrong and the routines the learner may not call) or a contract check, a
+function ``step(learner, name, seed)`` for what a comparison cannot see (the
+full score matrix never built, a Python float returned).
+
+A hidden test is then one line naming its exercise::
+
+    from grader import check; check("02-attention", "attention_scores", attention_scores)
+
+and the tools that vary seeds, run catalogues of wrong code or time the
+grading iterate :func:`assignments` instead of editing notebook cells.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .cases import Case, with_strided_layout
+from .checker import check_function, check_table
+from .diagnosis import Mistake
+from .failures import ExerciseFailure
+
+
+#: how many cases of each comparison are repeated with their tensors in a non-contiguous layout
+STRIDED_CASES = 3
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One family of random cases on which the learner's function must agree with the reference.
+
+    Attributes:
+        reference: the reference function (the learner's signature).
+        cases: ``cases(seed=...)`` draws the cases.
+        seed: the seed the hidden test uses.
+        mistakes: likely mistakes, tried in order when a result is wrong.
+        forbidden: torch routines that would do the exercise for the learner.
+        check_grad: also compare the gradients with respect to every floating input.
+        allowed: course_lib building blocks the cases hand to the learner, who may call them.
+        table: compare as a table computed from integers (float32 or float64 results both pass).
+    """
+
+    reference: Callable
+    cases: Callable[..., list[Case]]
+    seed: int
+    mistakes: Sequence[Mistake] = ()
+    forbidden: tuple = ()
+    check_grad: bool = False
+    allowed: tuple = ()
+    table: bool = False
+
+    def run(self, learner: Callable, name: str, seed: int | None, transparent: tuple = ()) -> None:
+        cases = self.cases(seed=self.seed if seed is None else seed)
+        if not self.table:  # the first cases again, their tensors in a non-contiguous layout
+            strided = [c for c in map(with_strided_layout, cases) if c is not None]
+            cases = list(cases) + strided[:STRIDED_CASES]
+        if self.table:
+            check_table(learner, self.reference, cases, name=name, diagnoses=self.mistakes)
+        else:
+            check_function(learner, self.reference, cases, name=name, diagnoses=self.mistakes,
+                           forbidden=self.forbidden, check_grad=self.check_grad, allowed=self.allowed,
+                           transparent=transparent)
+
+
+#: a contract check: ``step(learner, name, seed)`` raises ExerciseFailure (seed None: its own default)
+Contract = Callable[[Callable, str, "int | None"], None]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One graded function of an assignment.
+
+    Attributes:
+        name: the function the learner writes, also the solution cell's grade_id.
+        points: what its test cell is worth (the notebook's metadata must agree).
+        steps: comparisons and contract checks, run in order; the first failure is the feedback.
+        adapt: turns the learner's function into the one the comparisons call (for a function
+            that works by side effect, such as an in-place update); the adapter is grader code
+            the guards let through, while everything it calls is still checked.
+    """
+
+    name: str
+    points: float
+    steps: tuple
+    adapt: Callable[[Callable], Callable] | None = None
+
+    @property
+    def comparisons(self) -> list[Comparison]:
+        return [s for s in self.steps if isinstance(s, Comparison)]
+
+    @property
+    def mistakes(self) -> list[Mistake]:
+        """Every named mistake of the exercise, each once."""
+        out: list[Mistake] = []
+        for comp in self.comparisons:
+            out += [m for m in comp.mistakes if all(m is not o for o in out)]
+        return out
+
+    @property
+    def forbidden(self) -> tuple:
+        return tuple(f for comp in self.comparisons for f in comp.forbidden)
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """An nbgrader assignment: its folder under ``solutions/``, its notebook, its exercises."""
+
+    slug: str
+    notebook: str
+    exercises: tuple[Exercise, ...]
+    chapter: str = field(default="")
+
+    def exercise(self, name: str) -> Exercise:
+        for ex in self.exercises:
+            if ex.name == name:
+                return ex
+        raise KeyError(f"assignment {self.slug!r} has no exercise {name!r}; "
+                       f"its exercises are {[e.name for e in self.exercises]}")
+
+
+def assignments() -> dict[str, Assignment]:
+    """Every assignment, by slug, from the modules of :mod:`grader.assignments`."""
+    package = importlib.import_module(f"{__package__}.assignments")
+    found: dict[str, Assignment] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        assignment = getattr(module, "ASSIGNMENT", None)
+        if assignment is None:
+            raise RuntimeError(f"grader.assignments.{info.name} defines no ASSIGNMENT")
+        if assignment.slug in found:
+            raise RuntimeError(f"two modules register the assignment {assignment.slug!r}")
+        found[assignment.slug] = assignment
+    return dict(sorted(found.items()))
+
+
+def exercise(slug: str, name: str) -> Exercise:
+    """The registry entry of one exercise; a clear KeyError names what exists."""
+    table = assignments()
+    if slug not in table:
+        raise KeyError(f"no assignment {slug!r}; the assignments are {sorted(table)}")
+    return table[slug].exercise(name)
+
+
+def check(slug: str, name: str, learner: Any, *, seed: int | None = None) -> None:
+    """Grade the learner's function for one exercise: every step of its registry entry, in order.
+
+    Args:
+        slug: the assignment, as its folder is named (``"02-attention"``).
+        name: the exercise, as its function is named.
+        learner: the learner's function.
+        seed: draw every comparison's cases from this seed instead of the registry's
+            (the stability test varies it; a hidden test leaves it alone).
+
+    Raises :class:`~grader.failures.ExerciseFailure` (or its subclass
+    ``ForbiddenCall``) with the diagnosis; returns None, which nbgrader reads
+    as full marks for the test cell.
+    """
+    ex = exercise(slug, name)
+    if not callable(learner):
+        raise ExerciseFailure(f"{name} is not a function (got {type(learner).__name__}).")
+    fn = ex.adapt(learner) if ex.adapt else learner
+    transparent = (fn,) if ex.adapt else ()
+    for step in ex.steps:
+        if isinstance(step, Comparison):
+            step.run(fn, name, seed, transparent)
+        else:
+            step(fn, name, seed)
+    return None
