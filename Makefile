@@ -31,7 +31,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all system-book system-test setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo
+.PHONY: all system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo
 
 all: help
 
@@ -40,12 +40,14 @@ help:
 
 setup: $(STAMP)
 
-# Debian packages: Python's venv for every target, PostgreSQL and Chromium for the tests
+# Debian packages: Python's venv for every target, PostgreSQL and Chromium for the tests, bubblewrap for grading
 # (tools/system_packages.sh installs them as root, or names them and the command to run).
 system-book:
 	@PYTHON=$(PYTHON) tools/system_packages.sh book
 system-test:
 	@PYTHON=$(PYTHON) tools/system_packages.sh test
+system-grade:
+	@PYTHON=$(PYTHON) tools/system_packages.sh grade
 
 # The stamp is remade when the requirements change.
 # JupyterLab's settings overrides: the course works offline, so the lab never asks to fetch news.
@@ -102,7 +104,7 @@ exercises: $(STAMP)
 
 SUBMISSIONS ?=
 JOBS ?=
-grade: $(STAMP)
+grade: system-grade $(STAMP)
 	$(BIN)/python -m tools.grade $(if $(SUBMISSIONS),--zip "$(SUBMISSIONS)") $(if $(JOBS),--jobs $(JOBS))
 
 feedback: $(STAMP)

@@ -71,7 +71,8 @@ c.Execute.interrupt_on_timeout = True
 c.Execute.raise_on_iopub_timeout = False
 c.Execute.execute_retries = 0
 
-# Autograding runs in a fenced kernel (grader.sandbox): a memory
+# Autograding runs in a fenced kernel: bubblewrap around it (a read-only system, no
+# network, the course's private files out of view) and grader.sandbox inside it: a memory
 # limit, no writes outside the submission's folder, no reads of this course's
 # private files (solutions/, the gradebook, other students' work), and a check
 # before each test cell that the functions the checks use were not replaced.
@@ -91,6 +92,9 @@ c.Autograde.autograde_preprocessors = [
 ]
 c.GuardedExecute.course_root = c.CourseDirectory.root
 c.GuardedExecute.memory_mb = int(os.environ.get("GRADER_MEMORY_MB", "4096"))
+# The OS fence around the grading kernel: bubblewrap (tools/system_packages.sh installs it), or
+# GRADER_OS_FENCE=none where it cannot run (the Python fence alone; grading says so when it starts).
+c.GuardedExecute.os_fence = os.environ.get("GRADER_OS_FENCE", "bwrap")
 c.GuardedExecute.timeout = 60
 c.GuardedExecute.interrupt_on_timeout = True
 c.GuardedExecute.raise_on_iopub_timeout = False

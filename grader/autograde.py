@@ -20,10 +20,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 
 from nbformat.v4 import new_code_cell, new_output
 from traitlets import Integer, List, Unicode
 
+from jupyter_client.manager import AsyncKernelManager
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
@@ -81,6 +85,79 @@ class RestoreDeletedTests(NbGraderPreprocessor):
         return nb, resources
 
 
+#: the OS fences GuardedExecute knows: bubblewrap, or none (the Python fence of grader.sandbox alone)
+OS_FENCES = ("bwrap", "none")
+#: secrets under the home folder the kernel must not see (hidden even where the home folder stays readable)
+HOME_SECRETS = (".pgpass", ".pg_service.conf", ".ssh", ".netrc", ".jupyter", ".local/share/jupyter/runtime", ".aws",
+                ".config/gcloud", ".docker", ".git-credentials", ".gnupg")
+
+
+def bwrap_arguments(*, hidden: list[str], readable: list[str], writable: list[str]) -> list[str]:
+    """bubblewrap's arguments for the grading kernel.
+
+    The whole system is mounted read-only, a fresh empty /tmp is the scratch
+    folder, every namespace is unshared (no network: only loopback inside, and
+    nothing listens there; no other process visible), and the kernel dies with
+    the grader. ``hidden`` folders (the course, the secrets in the home folder)
+    are replaced by empty ones, ``readable`` folders inside them are mounted
+    back read-only, and ``writable`` ones (the submission's folder, the
+    kernel's connection folder) read-write.
+    """
+    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--unshare-all", "--die-with-parent", "--setenv", "TMPDIR", "/tmp", "--setenv", "IPYTHONDIR", "/tmp/ipython",
+            # the kernel sees bwrap as its parent: bwrap, not the kernel, watches the grader (--die-with-parent)
+            "--setenv", "JPY_PARENT_PID", "0"]
+    for path in hidden:
+        if os.path.isdir(path):
+            args += ["--tmpfs", path]
+        elif os.path.exists(path):
+            args += ["--ro-bind", "/dev/null", path]
+    for path in readable:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    for path in writable:
+        args += ["--bind", path, path]
+    return args
+
+
+def bwrap_works() -> str | None:
+    """None when bubblewrap can fence a process here, else why not."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return "bubblewrap (the bwrap command) is not installed"
+    try:
+        done = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+                               "--die-with-parent", "true"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run: {exc}"
+    if done.returncode != 0:
+        return f"bwrap cannot create its namespaces here: {done.stderr.strip() or done.returncode}"
+    return None
+
+
+class FencedKernelManager(AsyncKernelManager):
+    """A kernel started inside bubblewrap, talking to the grader over Unix sockets in a folder both can see.
+
+    The fence unshares the network, so the kernel's sockets cannot be TCP
+    ports of the grader's host: they are files (``transport = "ipc"``) in
+    ``fence_dir``, the one folder mounted read-write besides the submission's.
+    Interrupts (a cell past its time limit) go as messages, since the kernel's
+    process is not the grader's child but bwrap's.
+    """
+
+    fence_args: list[str] = []
+
+    def format_kernel_cmd(self, extra_arguments=None):
+        return [shutil.which("bwrap") or "bwrap", *self.fence_args, "--", *super().format_kernel_cmd(extra_arguments)]
+
+    @property
+    def kernel_spec(self):
+        spec = super().kernel_spec
+        if spec is not None:
+            spec.interrupt_mode = "message"
+        return spec
+
+
 class GuardedExecute(Execute):
     """nbgrader's Execute in a fenced kernel that survives a learner's code killing it."""
 
@@ -88,6 +165,9 @@ class GuardedExecute(Execute):
     memory_mb = Integer(4096, help="address-space limit of the grading kernel, in MiB (0: none)").tag(config=True)
     public_dirs = List(Unicode(), ["exercises", "chapters", "course_lib", "grader", ".venv"],
                        help="folders of the course that stay readable").tag(config=True)
+    os_fence = Unicode("bwrap", help="the OS fence around the grading kernel: 'bwrap' (bubblewrap: read-only system, "
+                                     "no network, the instructor's files out of view) or 'none' (the Python fence "
+                                     "alone)").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         resources = resources or {}
@@ -97,14 +177,29 @@ class GuardedExecute(Execute):
         checkout = os.path.dirname(os.path.dirname(os.path.abspath(course_lib.__file__)))
         courses = sorted({self.course_root or os.getcwd(), checkout})
         home = os.path.expanduser("~")
-        roots = courses + [os.path.join(home, p) for p in (".pgpass", ".pg_service.conf", ".ssh", ".netrc", ".jupyter",
-                                                  ".local/share/jupyter/runtime", ".aws", ".config/gcloud")]
+        roots = courses + [os.path.join(home, p) for p in HOME_SECRETS]
         settings = {
             "workdir": os.path.abspath(workdir),
             "private_roots": roots,
             "public_roots": [os.path.join(r, d) for r in courses for d in self.public_dirs],
             "memory_mb": self.memory_mb or None,
         }
+        fence_dir = None
+        if self.os_fence not in OS_FENCES:
+            raise ValueError(f"GuardedExecute.os_fence = {self.os_fence!r} is not a fence the grader knows: "
+                             f"use one of {list(OS_FENCES)} (GRADER_OS_FENCE in the environment)")
+        if self.os_fence == "bwrap":
+            why = bwrap_works()
+            if why:
+                raise RuntimeError(f"grading needs its OS fence and {why}: install bubblewrap (Debian: apt-get install "
+                                   "bubblewrap), or grade with the Python fence alone: GRADER_OS_FENCE=none")
+            fence_dir = tempfile.mkdtemp(prefix="grader-kernel-")
+            settings["private_roots"] = settings["private_roots"] + [fence_dir]
+            fenced = type("Fenced", (FencedKernelManager,), {"fence_args": bwrap_arguments(
+                hidden=roots, readable=settings["public_roots"],
+                writable=[settings["workdir"], fence_dir])})
+            self.kernel_manager_class = fenced
+            self._fence_dir = fence_dir
         os.environ[ENV_VAR] = json.dumps(settings)
         mine = ("--HistoryManager.enabled", "--IPKernelApp.exec_lines")
         self.extra_arguments = [a for a in self.extra_arguments if not a.startswith(mine)] + [
@@ -122,6 +217,15 @@ class GuardedExecute(Execute):
         finally:
             os.environ.pop(ENV_VAR, None)
             os.environ.update(secrets)
+            if fence_dir:
+                shutil.rmtree(fence_dir, ignore_errors=True)
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if getattr(self, "_fence_dir", None) and isinstance(km, FencedKernelManager):
+            km.transport = "ipc"
+            km.connection_file = os.path.join(self._fence_dir, "kernel.json")
+        return km
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         from nbclient.exceptions import DeadKernelError

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -34,8 +35,8 @@ ZEROS = "    return torch.zeros(q.shape[:-1] + (k.shape[-2],), dtype=q.dtype)\n"
 SDPA_HEAD = "def scaled_dot_product_attention(q, k, v, mask=None):\n"
 
 
-def _cheats(course: Path) -> dict[str, dict[str, str]]:
-    """student -> {solution grade_id: replacement source}."""
+def _cheats(course: Path, port: int = 0) -> dict[str, dict[str, str]]:
+    """student -> {solution grade_id: replacement source}; ``port``: a TCP port the grader's host listens on."""
     hidden_file = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
     return {
         "patches_allclose": {"attention_scores": (
@@ -77,6 +78,14 @@ def _cheats(course: Path) -> dict[str, dict[str, str]]:
         "reads_env": {"causal_mask": (
             "import os\nprint(os.environ.get('GRADEBOOK_URL', 'no-url'), os.environ.get('PGPASSWORD'))\n"
             "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n")},
+        "probes_the_fence": {"causal_mask": (
+            "import os, socket\n"
+            f"print('solutions visible:', os.path.exists({str(course / 'solutions')!r}))\n"
+            "try:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n    print('connected: True')\n"
+            "except OSError as exc:\n    print('connected: False', type(exc).__name__)\n"
+            "print('read-only root:', bool(os.statvfs('/').f_flag & os.ST_RDONLY))\n"
+            "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n")},
         "reads_the_gradebook": {"causal_mask": (
             "import glob\nprint(glob.glob('../../../*'))\n"
             f"print(open({str(course / 'gradebook.db')!r}, 'rb').read()[:100])\n"
@@ -91,10 +100,12 @@ def _grade_ids(nb) -> list[str | None]:
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
+    listener = socket.create_server(("127.0.0.1", 0))  # what a kernel with network access could reach
+    port = listener.getsockname()[1]
     shutil.copy(ROOT / "nbgrader_config.py", course)
     shutil.copytree(ROOT / "solutions", course / "solutions")
     solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
-    for student, replace in {"honest": {}, **_cheats(course)}.items():
+    for student, replace in {"honest": {}, **_cheats(course, port)}.items():
         nb = nbformat.read(solution, as_version=4)
         for cell in nb.cells:
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -110,9 +121,10 @@ def graded(tmp_path_factory):
                GRADER_MEMORY_MB="3072", GRADEBOOK_URL=gradebook, PGPASSWORD="hunter2")
     res = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", "20"],
                          cwd=ROOT, capture_output=True, text=True, env=env)
+    listener.close()
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         scores = {s: {g.name: g.score for g in gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, s).grades}
-                  for s in ["honest", *_cheats(course)]}
+                  for s in ["honest", *_cheats(course, port)]}
     return course, res, scores
 
 
@@ -224,3 +236,14 @@ def test_feedback_shows_the_diagnosis_but_no_hidden_test(graded):
     assert "ForbiddenCall" in html and "scaled_dot_product_attention" in html
     for secret in ("BEGIN HIDDEN TESTS", "check_function", "_cases", "from grader", "grading integrity check"):
         assert secret not in html, f"the feedback shows {secret!r}"
+
+
+def test_the_kernel_runs_in_the_os_fence(graded):
+    """bubblewrap around the kernel: the course's private folders are not there, no network, a read-only system."""
+    course, _, scores = graded
+    nb = autograded(course, "probes_the_fence")
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "causal_mask"]
+    text = str(cell.outputs)
+    assert "solutions visible: False" in text and "connected: False" in text and "read-only root: True" in text, text
+    assert scores["probes_the_fence"]["test_causal_mask"] == 2
+

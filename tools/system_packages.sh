@@ -2,7 +2,9 @@
 # The Debian packages the course needs beyond Python, installed when missing.
 #   tools/system_packages.sh book   what `make book` needs: Python's venv (python3-venv where Python is Debian's)
 #   tools/system_packages.sh test   what `make test` needs besides: postgresql (tests/test_gradebook_postgres.py
-#                                   starts its own server) and chromium (the browser tests, headless)
+#                                   starts its own server), chromium (the browser tests, headless) and
+#                                   bubblewrap (the OS fence around the grading kernel)
+#   tools/system_packages.sh grade  what `make grade` needs besides: bubblewrap
 # Idempotent: when everything is there it only checks, and apt is not touched. As root it installs
 # what is missing with apt-get; otherwise it stops with one line naming the packages and the command
 # to run, before any test starts.
@@ -11,8 +13,9 @@ set -euo pipefail
 what=${1:-test}
 case "$what" in
     book) packages=() ;;
-    test) packages=(postgresql chromium) ;;
-    *) echo "system_packages: '$what' is not a target; use book or test" >&2; exit 2 ;;
+    test) packages=(postgresql chromium bubblewrap) ;;
+    grade) packages=(bubblewrap) ;;
+    *) echo "system_packages: '$what' is not a target; use book, test or grade" >&2; exit 2 ;;
 esac
 
 PYTHON=${PYTHON:-python3}

@@ -296,6 +296,15 @@ def dino_loss_cases(seed: int = 0, n: int = 16) -> list[Case]:
         cases.append(Case((student, teacher, center, ts, tt),
                           label=f"n_s={n_s}, n_t={n_t}, B={b}, K={k}, student_temp={ts}, teacher_temp={tt}, "
                                 f"center {tuple(center.shape)}, {_name(dtype)}"))
+    # First of all: more student crops than teacher crops and a student temperature other than 1, so that
+    # every mistake shows in the values of the first case (with n_s == n_t the crops matched from the end
+    # are the right ones, and with student_temp == 1 a missing student temperature changes nothing; the
+    # gradient check would then fail first, on the teacher's side, and name no mistake).
+    f = torch.Generator().manual_seed(seed + 1)
+    n_t, n_s, b, k = 2, 5, 3, 7
+    args = (_randn(f, n_s, b, k), _randn(f, n_t, b, k), _randn(f, k, scale=0.8), 0.2, 0.07)
+    cases.insert(0, Case(args, label=f"n_s={n_s}, n_t={n_t}, B={b}, K={k}, student_temp=0.2, teacher_temp=0.07, "
+                                     f"center ({k},), float64"))
     return cases
 
 

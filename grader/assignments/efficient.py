@@ -175,6 +175,17 @@ def online_cases(seed: int = 0, n: int = 24) -> list[Case]:
                    for shape in [(n_q, d_k), (n_k, d_k), (n_k, d_v)])
         cases.append(Case((q, k, v, block), label=f"batch {batch}, n_q={n_q}, n_k={n_k}, d_k={d_k}, d_v={d_v}, "
                                                   f"block_size={block}, {_dt(dtype)}"))
+    # Third in the list: a float64 case whose scores overflow exp even in float64 without the running
+    # maximum, and whose block maxima differ by more than float64's exp range in some rows. The two
+    # stability mistakes (no maximum subtracted; the block's own maximum) give the right values wherever
+    # exp does not overflow, and mistakes are matched in float64: without this case the first failure
+    # would be a float32 case that overflows in the learner's dtype only, and neither would be named.
+    f = torch.Generator().manual_seed(seed + 2)
+    q = torch.randn(2, 6, 4, generator=f, dtype=torch.float64) * 20.0
+    k = torch.randn(2, 13, 4, generator=f, dtype=torch.float64) * 20.0
+    v = torch.randn(2, 13, 3, generator=f, dtype=torch.float64)
+    cases.insert(min(2, len(cases)), Case((q, k, v, 3), label="batch (2,), n_q=6, n_k=13, d_k=4, d_v=3, block_size=3, "
+                                                              "score spread 20, float64"))
     return cases
 
 

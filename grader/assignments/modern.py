@@ -260,7 +260,7 @@ def rope_cases(seed: int = 0, n: int = 30) -> list[Case]:
     return cases
 
 
-def _rope_variant(interleave=False, scale=2.0, sign=1.0, rot="half", base_fixed=None, pos_shift=0):
+def _rope_variant(interleave=False, scale=2.0, rot="half", base_fixed=None, pos_shift=0):
     def variant(x, positions, base=10000.0):
         b = base_fixed if base_fixed is not None else base
         a = _angles(positions + pos_shift, x.shape[-1], b, x.dtype, interleave=interleave, scale=scale)
@@ -271,13 +271,14 @@ def _rope_variant(interleave=False, scale=2.0, sign=1.0, rot="half", base_fixed=
             r = torch.cat([x2, -x1], dim=-1)
         else:  # interleaved pairs (x0, x1) -> (-x1, x0)
             r = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
-        return x * a.cos() + sign * r * a.sin()
+        return x * a.cos() + r * a.sin()
     return variant
 
 
 ROPE_MISTAKES = [
-    Mistake("the rotation goes the wrong way: rotate_half(x) = [-x2, x1] (minus on the second half), "
-            "then x * cos + rotate_half(x) * sin.", _rope_variant(rot="swap")),
+    # a minus on the sine term, x * cos - rotate_half(x) * sin, is the same function: this message covers both
+    Mistake("the rotation goes the wrong way (the sine term has the wrong sign): rotate_half(x) = [-x2, x1] "
+            "(minus on the second half), then x * cos + rotate_half(x) * sin.", _rope_variant(rot="swap")),
     Mistake("the frequencies are repeated in pairs (interleaved layout); in the half-split layout "
             "the d/2 frequencies appear once in each half: cat([angles, angles]).",
             _rope_variant(interleave=True)),
@@ -288,7 +289,6 @@ ROPE_MISTAKES = [
     Mistake("`base` is ignored: use the base passed in, not 10000.", _rope_variant(base_fixed=10000.0)),
     Mistake("the positions are off by one: token at position p is rotated by p * theta_i.",
             _rope_variant(pos_shift=1)),
-    Mistake("the sine term has the wrong sign.", _rope_variant(sign=-1.0)),
     Mistake("cos and sin are swapped: x * cos(phi) + rotate_half(x) * sin(phi).",
             lambda x, positions, base=10000.0: (lambda a: x * a.sin() + _rotate_half(x) * a.cos())(
                 _angles(positions, x.shape[-1], base, x.dtype))),
@@ -382,7 +382,7 @@ def reference_sample_next_token(logits: Tensor, temperature: float, top_k: int |
 
 
 def sample_cases(seed: int = 0, n: int = 40) -> list[Case]:
-    """Random ``(logits, temperature, top_k, generator)`` cases; each generator freshly seeded."""
+    """Random ``(logits, temperature, top_k, generator)`` cases, after two fixed ones; each generator freshly seeded."""
     g = torch.Generator().manual_seed(seed)
     cases = []
     temps = [1.0, 0.5, 2.0, 0.7, 1.5, 3.0]
@@ -402,7 +402,17 @@ def sample_cases(seed: int = 0, n: int = 40) -> list[Case]:
         cases.append(Case((logits, temperature, top_k, gen),
                           label=f"logits {tuple(logits.shape)}, temperature={temperature}, top_k={top_k}{what}, "
                                 f"{_name(dtype)}"))
-    return cases
+    # First, two fixed cases of 32 rows, on which the likely mistakes draw different tokens (on a few rows the
+    # draws of two distributions from one generator often coincide, so that a learner who multiplies by the
+    # temperature looked like one who ignores it): a low temperature without top-k, then top-k alone (k = 3,
+    # so that keeping one token too few is not the argmax, on logits flat enough for every k to matter).
+    first = []
+    for scale, temperature, top_k, s in ((1.0, 0.25, None, 36), (0.3, 1.0, 3, 15)):
+        logits = torch.randn(32, 10, generator=torch.Generator().manual_seed(s), dtype=torch.float64) * scale
+        gen = torch.Generator().manual_seed(1000 + s)
+        first.append(Case((logits, temperature, top_k, gen),
+                          label=f"logits {tuple(logits.shape)}, temperature={temperature}, top_k={top_k}, float64"))
+    return first + cases
 
 
 def _sample(logits, temperature, top_k, generator, mode=""):

@@ -4,7 +4,9 @@
   ``nn.Linear``'s layout. Cases cover batch shapes, a single token, float32
   and float64, ``mlp_hidden`` equal to and different from ``dim``, sequences as
   long as ``dim`` (so that mixing the wrong axis gives a result of the
-  right shape), and missing biases (``None``).
+  right shape; the first case is square, tokens = dim = mlp_hidden, so that
+  untransposed weights are named rather than reported as a shape error),
+  and missing biases (``None``).
 * ``residual(x, sublayer, norm, position)``: the three norm positions. The
   sublayers and norms are torch modules or torch functions (never code from
   :mod:`course_lib`, which the learner may not call); float32 cases use
@@ -69,7 +71,15 @@ def ffn_cases(seed: int = 0, n: int = 30) -> list[Case]:
             b2, bias_label = None, "b2 = None"
         label = f"x {tuple(x.shape)}, mlp_hidden={mlp_hidden}, {bias_label}, {_name(dtype)}"
         cases.append(Case((x, w1, b1, w2, b2), label=label))
-    return cases
+    # First, a square case (tokens = dim = mlp_hidden), drawn last so that the others stay as they were:
+    # there, untransposed weights and the tokens-as-columns formula run without a shape error, so the
+    # grader can name those mistakes instead of reporting the RuntimeError of a non-square case.
+    d = 6
+    r = lambda *s, scale=1.0: torch.randn(*s, generator=g, dtype=torch.float64) * scale  # noqa: E731
+    x, w1, b1 = r(d, d), r(d, d, scale=d**-0.5), r(d, scale=0.5)
+    w2, b2 = r(d, d, scale=d**-0.5), r(d, scale=0.5)
+    label = f"x {tuple(x.shape)}, mlp_hidden={d}, with biases, float64 (tokens = dim = mlp_hidden)"
+    return [Case((x, w1, b1, w2, b2), label=label)] + cases
 
 
 def _lin(x, w, b):
@@ -189,13 +199,19 @@ def _by_position(pre, post, res_post):
 
 
 RESIDUAL_MISTAKES = [
-    Mistake("the norm positions 'pre' and 'post' are swapped: 'pre' is x + sublayer(norm(x)), "
-            "'post' is norm(x + sublayer(x)).",
-            _by_position(lambda x, f, n: n(x + f(x)), lambda x, f, n: x + f(n(x)), lambda x, f, n: x + n(f(x)))),
     Mistake("'res_post' normalizes the sum; it normalizes only the branch: x + norm(sublayer(x)).",
             _by_position(lambda x, f, n: x + f(n(x)), lambda x, f, n: n(x + f(x)), lambda x, f, n: n(x + f(x)))),
     Mistake("'res_post' normalizes the sublayer's input; it normalizes its output: x + norm(sublayer(x)).",
             _by_position(lambda x, f, n: x + f(n(x)), lambda x, f, n: n(x + f(x)), lambda x, f, n: x + f(n(x)))),
+    # The order matters. Cases cycle 'pre', 'post', 'res_post', and the checker stops at the first wrong one.
+    # An 'always pre' learner is first wrong on a 'post' case, where the swap below gives the same result,
+    # so `position is ignored` comes before the swap; it comes after 'res_post normalizes the input', whose
+    # learner is first wrong on a 'res_post' case with that same x + f(norm(x)). A learner who swaps 'pre'
+    # and 'post' is wrong on the first 'pre' case, where the three variants above agree with the reference.
+    Mistake("`position` is ignored: every case is computed as 'pre'.", lambda x, f, n, p: x + f(n(x))),
+    Mistake("the norm positions 'pre' and 'post' are swapped: 'pre' is x + sublayer(norm(x)), "
+            "'post' is norm(x + sublayer(x)).",
+            _by_position(lambda x, f, n: n(x + f(x)), lambda x, f, n: x + f(n(x)), lambda x, f, n: x + n(f(x)))),
     Mistake("'post' normalizes the branch only; it normalizes the sum: norm(x + sublayer(x)).",
             _by_position(lambda x, f, n: x + f(n(x)), lambda x, f, n: x + n(f(x)), lambda x, f, n: x + n(f(x)))),
     Mistake("the skip connection is missing: the input x must be added back to the branch.",
@@ -209,7 +225,6 @@ RESIDUAL_MISTAKES = [
     Mistake("'post' also normalizes the sublayer's input: it is norm(x + sublayer(x)), with the raw x inside.",
             _by_position(lambda x, f, n: x + f(n(x)), lambda x, f, n: n(x + f(n(x))), lambda x, f, n: x + n(f(x)))),
     Mistake("the norm is never applied.", lambda x, f, n, p: x + f(x)),
-    Mistake("`position` is ignored: every case is computed as 'pre'.", lambda x, f, n, p: x + f(n(x))),
 ]
 
 

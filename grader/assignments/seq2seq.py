@@ -61,7 +61,7 @@ SHIFT_RIGHT_MISTAKES = [
 # decoder_self_attention_mask
 # --------------------------------------------------------------------------
 def mask_cases(seed: int = 0, n: int = 16) -> list[Case]:
-    """``(tgt_lengths, n)``: lengths in ``[0, n]``, including 0 and ``n``."""
+    """``(tgt_lengths, n)``: lengths in ``[0, n]``, including 0 and ``n``; the first case is fixed."""
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
@@ -73,7 +73,10 @@ def mask_cases(seed: int = 0, n: int = 16) -> list[Case]:
         if i % 5 == 1 and b > 1:
             lengths[-1] = 0
         cases.append(Case((lengths, size), label=f"tgt_lengths={lengths.tolist()}, n={size}"))
-    return cases
+    # First, a fixed case with n > 1, a full, a partly padded and an empty sequence: on the (1, 1) masks
+    # of a first case with n = 1 an inverted mask looks like one whose causal part excludes the diagonal.
+    lengths = torch.tensor([4, 2, 0])
+    return [Case((lengths, 4), label=f"tgt_lengths={lengths.tolist()}, n=4")] + cases
 
 
 def _pos(lengths, n):

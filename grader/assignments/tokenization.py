@@ -83,6 +83,8 @@ def pair_cases(seed: int = 0, n: int = 30) -> list[Case]:
     rng = random.Random(seed)
     fixed = [
         ([], "empty list"), ([7], "a single id"), ([3, 4], "two ids"), ([4, 3], "two ids, larger first"),
+        ([1, 9, 2, 3], "every pair once, the pair seen last neither the smallest nor the largest"),
+        ([1, 2, 1, 2, 3], "one pair twice, two pairs once"),
         ([1, 2, 1], "two pairs, once each"),
         ([5, 5, 5], "a run of three equal ids (overlapping pairs)"),
         ([9, 8, 1, 2], "every pair once (a tie)"),

@@ -75,10 +75,6 @@ PATCHIFY_MISTAKES = [
     Mistake("a plain reshape without a permute does not cut square patches: it takes runs of consecutive pixels. "
             "Reshape to (B, C, gh, P, gw, P), permute, then reshape.",
             lambda x, p: x.reshape(x.shape[0], (x.shape[2] // p) * (x.shape[3] // p), -1)),
-    Mistake("the channel axis was moved after the grid but the pixels were not: check the permute order "
-            "(0, 2, 4, 1, 3, 5).",
-            lambda x, p: _patchify_perm(x, p, (0, 2, 4, 1, 3, 5)).reshape(x.shape[0], -1, x.shape[1], p * p)
-            .transpose(2, 3).reshape(x.shape[0], -1, x.shape[1] * p * p)),
     Mistake("the result is (B, C*P*P, N), patches along the last axis, as F.unfold returns it; "
             "transpose to (B, N, C*P*P).",
             lambda x, p: _patchify_perm(x, p, (0, 2, 4, 1, 3, 5)).transpose(1, 2)),

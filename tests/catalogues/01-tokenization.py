@@ -87,6 +87,35 @@ def most_frequent_pair(ids):
         return ()
     return min(counts, key=lambda p: (-counts[p], p))
 '''),
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the pair seen last;", mistake="keeps the last pair reaching the best count (>=): ties go to the pair seen last", source='''
+def most_frequent_pair(ids):
+    counts = {}
+    for p in zip(ids, ids[1:]):
+        counts[p] = counts.get(p, 0) + 1
+    best, best_n = None, 0
+    for p, n in counts.items():
+        if n >= best_n:
+            best, best_n = p, n
+    return best
+'''),
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the least frequent pair is returned:", mistake="min over (count, pair): returns the least frequent pair", source='''
+def most_frequent_pair(ids):
+    counts = {}
+    for p in zip(ids, ids[1:]):
+        counts[p] = counts.get(p, 0) + 1
+    if not counts:
+        return None
+    return min(counts, key=lambda p: (counts[p], p))
+'''),
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the count is returned instead of the pair.", mistake="returns the highest count, not the pair", source='''
+def most_frequent_pair(ids):
+    counts = {}
+    for p in zip(ids, ids[1:]):
+        counts[p] = counts.get(p, 0) + 1
+    if not counts:
+        return None
+    return max(counts.values())
+'''),
     # ------------------------------------------------------------ merge
     dict(exercise="merge", diagnosis="Likely mistake: occurrences overlap: after", mistake="moves on by one after a merge: overlapping replacements", source='''
 def merge(ids, pair, new_id):
@@ -118,7 +147,7 @@ def merge(ids, pair, new_id):
             i += 1
     return out
 '''),
-    dict(exercise="merge", diagnosis="modified one of its inputs in place", mistake="edits the input list in place (pop)", source='''
+    dict(exercise="merge", diagnosis="returned its input list itself", mistake="edits the input list in place (pop) and returns it", source='''
 def merge(ids, pair, new_id):
     i = 0
     while i < len(ids) - 1:
@@ -263,6 +292,17 @@ def train_bpe(ids, n_merges):
             break
         pair, n = counts.most_common(1)[0]
         if n < 2:
+            break
+        merges.append(pair)
+        ids = merge(ids, pair, 256 + k)
+    return merges
+'''),
+    dict(exercise="train_bpe", diagnosis="Likely mistake: the new ids are off by one: the first merge creates id 256 (256 + k", mistake="counts merges from 1: merge k creates id 257 + k", source='''
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    for k in range(1, n_merges + 1):
+        pair = most_frequent_pair(ids)
+        if pair is None or sum(p == pair for p in zip(ids, ids[1:])) < 2:
             break
         merges.append(pair)
         ids = merge(ids, pair, 256 + k)
@@ -414,6 +454,15 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     from course_lib.positional import sinusoidal_encoding as ref
     return ref(n_positions, dim, base, dtype=torch.float64)
+'''),
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the exponent divides by dim - 1", mistake="exponent 2i / (dim - 1)", source='''
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    angles = pos / base ** (2 * i / (dim - 1))
+    pe = torch.zeros(n_positions, dim, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe
 '''),
     # ------------------------------------------------------------ offset_rotation
     dict(exercise="offset_rotation", diagnosis="Likely mistake: the blocks are transposed", mistake="column-vector convention: blocks transposed", source='''

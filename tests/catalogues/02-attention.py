@@ -214,6 +214,11 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 def scaled_dot_product_attention(q, k, v, mask=None):
     return masked_softmax(q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1]), mask) @ v
 '''),
+    dict(exercise="scaled_dot_product_attention", diagnosis="Likely mistake: the scores are divided by d_k instead", mistake="divides the scores by d_k, not sqrt(d_k)", source='''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    d_k = q.shape[-1]
+    return masked_softmax(q @ k.transpose(-2, -1) / d_k, mask) @ v
+'''),
     dict(exercise="scaled_dot_product_attention", diagnosis="Likely mistake: the softmax runs over the", mistake="softmax over the queries", source='''
 def scaled_dot_product_attention(q, k, v, mask=None):
     s = attention_scores(q, k)

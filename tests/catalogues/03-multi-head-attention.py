@@ -88,6 +88,11 @@ def merge_heads(x):
     b, h, n, d = x.shape
     return x.flip(1).transpose(1, 2).reshape(b, n, h * d)
 '''),
+    dict(exercise="merge_heads", diagnosis="Likely mistake: the result is (batch, n_heads, seq*head_dim)", mistake="flattens the last two axes of (b, h, n, d): keeps the head axis second", source='''
+def merge_heads(x):
+    b, h, n, d = x.shape
+    return x.reshape(b, h, n * d)
+'''),
     # ------------------------------------------------------------ multi_head_attention
     dict(exercise="multi_head_attention", diagnosis="Likely mistake: the scores are not scaled:", mistake="no 1/sqrt(d_k) scale", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
@@ -105,6 +110,28 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = x @ w_q.T, x @ w_k.T, x @ w_v.T
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1] // n_heads)
     return torch.softmax(s, dim=-1) @ v @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: this is single-head attention at full width:", mistake="plain single-head attention: n_heads unused, scale 1/sqrt(dim)", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = x @ w_q.T, x @ w_k.T, x @ w_v.T
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(s, dim=-1) @ v @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the heads are split by reshaping (batch, seq, dim) straight", mistake="splits and merges the heads by reshape alone, no transposes", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    b, n, d = x.shape
+    q, k, v = ((x @ w.T).reshape(b, n_heads, n, d // n_heads) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(d // n_heads)
+    return (torch.softmax(s, dim=-1) @ v).reshape(b, n, d) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the features are dealt to the heads interleaved:", mistake="splits the features as (head_dim, n_heads): head i gets every n_heads-th feature", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    b, n, d = x.shape
+    hd = d // n_heads
+    q, k, v = ((x @ w.T).reshape(b, n, hd, n_heads).permute(0, 3, 1, 2) for w in (w_q, w_k, w_v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    out = torch.softmax(s, dim=-1) @ v              # (b, h, n, hd)
+    return out.permute(0, 2, 3, 1).reshape(b, n, d) @ w_o.T
 '''),
     dict(exercise="multi_head_attention", diagnosis="Likely mistake: the heads are split with a", mistake="splits heads by reshape without transpose", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
@@ -202,6 +229,15 @@ def project_heads_separately(heads, w_o):
 def project_heads_separately(heads, w_o):
     h = heads.shape[-3]
     return sum(heads[..., i, :, :] @ w_o[:, i::h].T for i in range(h))
+'''),
+    dict(exercise="project_heads_separately", diagnosis="Likely mistake: the heads are paired with the blocks of w_o in reverse", mistake="counts the blocks of w_o from the end", source='''
+def project_heads_separately(heads, w_o):
+    h, d = heads.shape[-3], heads.shape[-1]
+    out = 0
+    for i in range(h):
+        j = h - 1 - i
+        out = out + heads[..., i, :, :] @ w_o[:, j * d:(j + 1) * d].T
+    return out
 '''),
     dict(exercise="project_heads_separately", diagnosis="Likely mistake: head i is paired with a block", mistake="takes blocks of rows of w_o (works only when square)", source='''
 def project_heads_separately(heads, w_o):

@@ -38,6 +38,13 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     var = ((x - mean) ** 2).mean(dim=0, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the statistics are taken over the leading (batch) axes", mistake="statistics over every axis but the last (BatchNorm)", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    dims = tuple(range(x.ndim - 1))
+    mean = x.mean(dim=dims, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
     dict(exercise="layer_norm", diagnosis="Likely mistake: the statistics are taken over the whole", mistake="statistics over the whole tensor (no dim)", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean()
@@ -55,6 +62,18 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * beta + gamma
+'''),
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the gain gamma is not applied: multiply", mistake="forgets the gain gamma", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) + beta
+'''),
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the mean is not subtracted from the numerator", mistake="divides x itself, not x - mean, by the standard deviation", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return x / torch.sqrt(var + eps) * gamma + beta
 '''),
     dict(exercise="layer_norm", diagnosis="Likely mistake: the shift beta is not added.", mistake="forgets the shift beta", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
@@ -124,6 +143,20 @@ def rms_norm(x, gamma, eps=1e-6):
     dict(exercise="rms_norm", diagnosis="Likely mistake: x is divided by the mean square;", mistake="no square root", source='''
 def rms_norm(x, gamma, eps=1e-6):
     return x / ((x * x).mean(dim=-1, keepdim=True) + eps) * gamma
+'''),
+    dict(exercise="rms_norm", diagnosis="Likely mistake: x is multiplied by the RMS;", mistake="multiplies by the RMS instead of dividing", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)
+    return x * rms * gamma
+'''),
+    dict(exercise="rms_norm", diagnosis="Likely mistake: the mean square is taken over the leading axes;", mistake="mean square over every axis but the last (one per feature)", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    dims = tuple(range(x.ndim - 1))
+    return x / torch.sqrt((x * x).mean(dim=dims, keepdim=True) + eps) * gamma
+'''),
+    dict(exercise="rms_norm", diagnosis="Likely mistake: the mean square is taken over the whole tensor;", mistake="mean square of the whole tensor (no dim)", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    return x / torch.sqrt((x * x).mean() + eps) * gamma
 '''),
     dict(exercise="rms_norm", diagnosis="does the exercise for you", mistake="calls torch's rms_norm", source='''
 def rms_norm(x, gamma, eps=1e-6):
@@ -210,6 +243,24 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     std = tokens.std(0, unbiased=False)
     return (x - mean) / (std + eps) * gamma + beta
 '''),
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the gain gamma is not applied.", mistake="forgets the gain gamma", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    tokens = x.reshape(-1, x.shape[-1])
+    if mask is not None:
+        tokens = tokens[mask.reshape(-1)]
+    mean = tokens.mean(0)
+    var = ((tokens - mean) ** 2).mean(0)
+    return (x - mean) / torch.sqrt(var + eps) + beta
+'''),
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the shift beta is not added.", mistake="forgets the shift beta", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    tokens = x.reshape(-1, x.shape[-1])
+    if mask is not None:
+        tokens = tokens[mask.reshape(-1)]
+    mean = tokens.mean(0)
+    var = ((tokens - mean) ** 2).mean(0)
+    return (x - mean) / torch.sqrt(var + eps) * gamma
+'''),
     dict(exercise="batch_norm", diagnosis="does the exercise for you", mistake="calls torch's batch_norm on the real tokens", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     tokens = x.reshape(-1, x.shape[-1])
@@ -263,6 +314,22 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     xhat = (x - mean) / sigma
     g = grad_out * gamma
     return (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True)) / sigma
+'''),
+    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the variance term has the wrong sign:", mistake="adds the variance term instead of subtracting it", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+    xhat = (x - mean) / sigma
+    g = grad_out * gamma
+    return (g - g.mean(dim=-1, keepdim=True) + xhat * (g * xhat).mean(dim=-1, keepdim=True)) / sigma
+'''),
+    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the result is multiplied by sqrt(var + eps);", mistake="multiplies by the standard deviation instead of dividing", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+    xhat = (x - mean) / sigma
+    g = grad_out * gamma
+    return (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True)) * sigma
 '''),
     dict(exercise="layer_norm_backward", diagnosis="does the exercise for you", mistake="uses autograd on a forward pass", source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):

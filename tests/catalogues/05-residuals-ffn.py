@@ -39,7 +39,7 @@ def position_wise_ffn(x, w1, b1, w2, b2):
     y = torch.relu(h) @ w2.reshape(w2.shape[1], w2.shape[0])
     return y if b2 is None else y + b2
 '''),
-    dict(exercise="position_wise_ffn", diagnosis="raised", mistake="weights used without transposing (fails whenever mlp_hidden != dim)", source='''
+    dict(exercise="position_wise_ffn", diagnosis="Likely mistake: the weights are not transposed: nn.Linear", mistake="weights used without transposing (named on the square case; a shape error whenever mlp_hidden != dim)", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x @ w1
     if b1 is not None:
@@ -47,7 +47,7 @@ def position_wise_ffn(x, w1, b1, w2, b2):
     y = torch.relu(h) @ w2
     return y if b2 is None else y + b2
 '''),
-    dict(exercise="position_wise_ffn", diagnosis="raised", mistake="tokens-as-columns formula: mixes the sequence axis", source='''
+    dict(exercise="position_wise_ffn", diagnosis="Likely mistake: the FFN mixes the sequence axis (the tokens-as-columns", mistake="tokens-as-columns formula: mixes the sequence axis", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     xt = x.transpose(-2, -1) if x.ndim > 1 else x
     h = xt @ w1.T
@@ -58,14 +58,42 @@ def position_wise_ffn(x, w1, b1, w2, b2):
         y = y + b2
     return y.transpose(-2, -1) if x.ndim > 1 else y
 '''),
+    dict(exercise="position_wise_ffn", diagnosis="Likely mistake: the FFN mixes the sequence axis and transposes back", mistake="tokens-as-columns formula W x, transposed back at the end", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = w1 @ x
+    if b1 is not None:
+        h = h + b1[:, None]
+    y = w2 @ torch.relu(h)
+    if b2 is not None:
+        y = y + b2[:, None]
+    return y.transpose(-2, -1)
+'''),
     dict(exercise="position_wise_ffn", diagnosis="raised", mistake="always adds the biases (crashes on None)", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     return torch.relu(x @ w1.T + b1) @ w2.T + b2
+'''),
+    dict(exercise="position_wise_ffn", diagnosis="Likely mistake: the activation is the tanh approximation of GELU", mistake="tanh-approximate GELU instead of ReLU", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    import math
+    h = x @ w1.T
+    if b1 is not None:
+        h = h + b1
+    h = 0.5 * h * (1 + torch.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))
+    y = h @ w2.T
+    return y if b2 is None else y + b2
 '''),
     dict(exercise="position_wise_ffn", diagnosis="Likely mistake: the ReLU is missing: without", mistake="no activation at all", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
     h = x @ w1.T + (0 if b1 is None else b1)
     return h @ w2.T + (0 if b2 is None else b2)
+'''),
+    dict(exercise="position_wise_ffn", diagnosis="Likely mistake: the ReLU comes before the first layer", mistake="ReLU applied to the input, before the first layer", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = torch.relu(x) @ w1.T
+    if b1 is not None:
+        h = h + b1
+    y = h @ w2.T
+    return y if b2 is None else y + b2
 '''),
     dict(exercise="position_wise_ffn", diagnosis="raised", mistake="adds the bias into b1's storage in place", source='''
 def position_wise_ffn(x, w1, b1, w2, b2):
@@ -155,7 +183,7 @@ def residual(x, sublayer, norm, position):
         return norm(x + sublayer(x))
     return x + norm(sublayer(x))
 '''),
-    dict(exercise="residual", diagnosis="Likely mistake: the norm positions 'pre' and", mistake="ignores position (always pre)", source='''
+    dict(exercise="residual", diagnosis="Likely mistake: `position` is ignored: every case is computed", mistake="ignores position (always pre)", source='''
 def residual(x, sublayer, norm, position):
     return x + sublayer(norm(x))
 '''),
@@ -189,6 +217,10 @@ def residual(x, sublayer, norm, position):
         return norm(x + sublayer(norm(x)))
     return x + norm(sublayer(x))
 '''),
+    dict(exercise="residual", diagnosis="Likely mistake: the norm is never applied.", mistake="never applies the norm", source='''
+def residual(x, sublayer, norm, position):
+    return x + sublayer(x)
+'''),
     dict(exercise="residual", diagnosis="calls the reference", mistake="calls the course's residual", source='''
 def residual(x, sublayer, norm, position):
     from course_lib import blocks
@@ -206,6 +238,20 @@ def ffn_param_count(dim, mlp_hidden, bias=True):
     dict(exercise="ffn_param_count", diagnosis="Likely mistake: only the first layer's bias", mistake="only the hidden bias", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):
     return 2 * dim * mlp_hidden + (mlp_hidden if bias else 0)
+'''),
+    dict(exercise="ffn_param_count", diagnosis="Likely mistake: only the second layer's bias (dim) is counted", mistake="only the output bias", source='''
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    count = 2 * dim * mlp_hidden
+    if bias:
+        count += dim
+    return count
+'''),
+    dict(exercise="ffn_param_count", diagnosis="Likely mistake: both biases are counted as mlp_hidden", mistake="both biases of width mlp_hidden", source='''
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    count = 2 * dim * mlp_hidden
+    if bias:
+        count += 2 * mlp_hidden
+    return count
 '''),
     dict(exercise="ffn_param_count", diagnosis="Likely mistake: both biases are counted as dim:", mistake="both biases of width dim", source='''
 def ffn_param_count(dim, mlp_hidden, bias=True):

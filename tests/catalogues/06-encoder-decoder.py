@@ -38,6 +38,12 @@ def shift_right(tgt, bos_id):
 def shift_right(tgt, bos_id):
     return torch.cat([torch.full_like(tgt[:1], bos_id), tgt[:-1]], dim=0)
 '''),
+    dict(exercise="shift_right", diagnosis="Likely mistake: you replaced the first token by BOS instead", mistake="overwrites the first token with BOS (on a copy)", source='''
+def shift_right(tgt, bos_id):
+    out = tgt.clone()
+    out[:, 0] = bos_id
+    return out
+'''),
     # ------------------------------------------------------------ decoder_self_attention_mask
     dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the causal part is transposed:", mistake="upper triangle (j >= i)", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
@@ -72,6 +78,19 @@ def decoder_self_attention_mask(tgt_lengths, n):
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return ((pos[None, :] <= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]).float()
+'''),
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the causal mask is missing: only the padding", mistake="causal mask forgotten", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    pos = torch.arange(n)
+    real = pos[None, :] < tgt_lengths[:, None]
+    return real[:, None, :].expand(len(tgt_lengths), n, n)
+'''),
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the mask is inverted: True must mean", mistake="True marks the blocked positions", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    pos = torch.arange(n)
+    future = pos[None, :] > pos[:, None]
+    pad = pos[None, :] >= tgt_lengths[:, None]
+    return future[None, :, :] | pad[:, None, :]
 '''),
     # ------------------------------------------------------------ transformer_lr
     dict(exercise="transformer_lr", diagnosis="Likely mistake: the factor dim^-0.5 is missing.", mistake="no dim factor", source='''
@@ -112,6 +131,18 @@ def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return dim ** -0.5 * min(step ** -0.5, step / warmup)
+'''),
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: dim is raised to +0.5 instead", mistake="dim ** 0.5 instead of dim ** -0.5", source='''
+def transformer_lr(step, dim, warmup):
+    if step == 0:
+        return 0.0
+    return dim ** 0.5 * min(step ** -0.5, step * warmup ** -1.5)
+'''),
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: the warmup branch uses step^-0.5 * warmup^-1.5", mistake="warmup branch step^-0.5 * warmup^-1.5", source='''
+def transformer_lr(step, dim, warmup):
+    if step == 0:
+        return 0.0
+    return dim ** -0.5 * min(step ** -0.5, step ** -0.5 * warmup ** -1.5)
 '''),
     # ------------------------------------------------------------ label_smoothed_loss
     dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: padding positions are counted:", mistake="divides by all positions, padding included", source='''
@@ -181,6 +212,26 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     nll = -logp.gather(-1, safe[..., None]).squeeze(-1)
     loss = ((1 - smoothing) * nll + smoothing * -logp.mean(-1)) * keep
     return loss.sum() / keep.sum()
+'''),
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the uniform part has the wrong sign.", mistake="subtracts the uniform part", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    logp = torch.log_softmax(logits, dim=-1)
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    nll = -logp.gather(-1, safe[..., None]).squeeze(-1)
+    uniform = logp.mean(dim=-1)
+    loss = ((1 - smoothing) * nll + smoothing * uniform) * keep
+    return loss.sum() / keep.sum()
+'''),
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the sum over positions is returned, not the mean", mistake="returns the sum over positions", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    logp = torch.log_softmax(logits, dim=-1)
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    nll = -logp.gather(-1, safe[..., None]).squeeze(-1)
+    uniform = -logp.mean(dim=-1)
+    loss = ((1 - smoothing) * nll + smoothing * uniform) * keep
+    return loss.sum()
 '''),
     # ------------------------------------------------------------ cross_attention
     dict(exercise="cross_attention", diagnosis="Likely mistake: queries and keys/values are", mistake="queries from the memory, keys/values from x", source='''
@@ -271,5 +322,30 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     m = causal if memory_mask is None else causal & memory_mask[:, None]
     s = s.masked_fill(~m, float("-inf"))
     return torch.nan_to_num(torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
+'''),
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the heads are never split: that is one head", mistake="computes head_dim for the scale but never splits the heads", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    hd = x.shape[-1] // n_heads
+    q = x @ w_q.T
+    k = memory @ w_k.T
+    v = memory @ w_v.T
+    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    if memory_mask is not None:
+        scores = scores.masked_fill(~memory_mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v @ w_o.T
+'''),
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the softmax runs over the queries (dim=-2)", mistake="softmax over the query axis", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    b, n_t, d = x.shape
+    n_s = memory.shape[1]
+    hd = d // n_heads
+    q = (x @ w_q.T).view(b, n_t, n_heads, hd).transpose(1, 2)
+    k = (memory @ w_k.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    v = (memory @ w_v.T).view(b, n_s, n_heads, hd).transpose(1, 2)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    if memory_mask is not None:
+        scores = scores.masked_fill(~memory_mask[:, None], float("-inf"))
+    heads = torch.softmax(scores, dim=-2) @ v
+    return heads.transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
 ]

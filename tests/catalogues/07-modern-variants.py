@@ -55,6 +55,21 @@ def pre_ln_block(x, attn, mlp, norm1, norm2):
     x += mlp(norm2(x))
     return x
 '''),
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the skip around the attention is missing", mistake="forgets the first skip", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = attn(norm1(x))
+    return h + mlp(norm2(h))
+'''),
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the norms are applied to the sublayer outputs", mistake="normalizes the sublayer outputs (x + norm(f(x)))", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = x + norm1(attn(x))
+    return h + norm2(mlp(h))
+'''),
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the norms are never applied.", mistake="never calls the norms", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = x + attn(x)
+    return h + mlp(h)
+'''),
     # ------------------------------------------------------------ swiglu
     dict(exercise="swiglu", diagnosis="Likely mistake: the gate and up projections", mistake="SiLU on the up branch instead of the gate", source='''
 def swiglu(x, w_gate, w_up, w_down):
@@ -93,6 +108,38 @@ def swiglu(x, w_gate, w_up, w_down):
 def swiglu(x, w_gate, w_up, w_down):
     g = x @ w_gate.T
     return (g * torch.sigmoid(g) * (x @ w_up.T)) @ w_down
+'''),
+    dict(exercise="swiglu", diagnosis="Likely mistake: the activation is GELU: SwiGLU uses SiLU", mistake="GELU gate (GEGLU)", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    import torch.nn.functional as F
+    gate = x @ w_gate.T
+    up = x @ w_up.T
+    return (F.gelu(gate) * up) @ w_down.T
+'''),
+    dict(exercise="swiglu", diagnosis="Likely mistake: the SiLU is missing: the gate is silu", mistake="no activation on the gate (bilinear)", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    gate = x @ w_gate.T
+    up = x @ w_up.T
+    return (gate * up) @ w_down.T
+'''),
+    dict(exercise="swiglu", diagnosis="Likely mistake: the SiLU is applied to both branches", mistake="SiLU on the gate and on the up branch", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    gate = x @ w_gate.T
+    up = x @ w_up.T
+    return (gate * torch.sigmoid(gate) * up * torch.sigmoid(up)) @ w_down.T
+'''),
+    dict(exercise="swiglu", diagnosis="Likely mistake: a SiLU is applied after the down projection", mistake="SiLU after the down projection as well", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    gate = x @ w_gate.T
+    up = x @ w_up.T
+    y = (gate * torch.sigmoid(gate) * up) @ w_down.T
+    return y * torch.sigmoid(y)
+'''),
+    dict(exercise="swiglu", diagnosis="Likely mistake: the down projection is missing", mistake="forgets the down projection", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    gate = x @ w_gate.T
+    up = x @ w_up.T
+    return gate * torch.sigmoid(gate) * up
 '''),
     # ------------------------------------------------------------ apply_rope
     dict(exercise="apply_rope", diagnosis="Likely mistake: the rotation goes the wrong", mistake="rotate_half without the minus sign on the right half", source='''
@@ -167,6 +214,26 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.sin() + torch.cat([-x2, x1], -1) * a.cos()
 '''),
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the positions are off by one", mistake="rotates by (p + 1) * theta_i", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv_freq = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    angles = (positions + 1).to(x.dtype)[:, None] * inv_freq
+    angles = torch.cat([angles, angles], dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return x * angles.cos() + rotated * angles.sin()
+'''),
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the rotation goes the wrong", mistake="subtracts the sine term (the same function as the reversed rotation)", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv_freq = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    angles = positions.to(x.dtype)[:, None] * inv_freq
+    angles = torch.cat([angles, angles], dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return x * angles.cos() - rotated * angles.sin()
+'''),
     # ------------------------------------------------------------ next_token_loss
     dict(exercise="next_token_loss", diagnosis="Likely mistake: the logits and targets are", mistake="no shift", source='''
 def next_token_loss(logits, ids, ignore_index=None):
@@ -235,8 +302,28 @@ def next_token_loss(logits, ids, ignore_index=None):
     nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
     return ((nll * keep).sum(1) / keep.sum(1).clamp(min=1)).mean()
 '''),
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss is missing its minus sign", mistake="averages log p instead of -log p", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    targets = ids[:, 1:]
+    keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
+    safe = torch.where(keep, targets, torch.zeros_like(targets))
+    ll = logp.gather(-1, safe[..., None])[..., 0]
+    ll = torch.where(keep, ll, torch.zeros_like(ll))
+    return ll.sum() / keep.sum()
+'''),
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss uses the raw logit of the target", mistake="uses the raw logits (no log-softmax)", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    lg = logits[:, :-1]
+    targets = ids[:, 1:]
+    keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
+    safe = torch.where(keep, targets, torch.zeros_like(targets))
+    nll = -lg.gather(-1, safe[..., None])[..., 0]
+    nll = torch.where(keep, nll, torch.zeros_like(nll))
+    return nll.sum() / keep.sum()
+'''),
     # ------------------------------------------------------------ sample_next_token
-    dict(exercise="sample_next_token", diagnosis="Likely mistake: the temperature is not applied:", mistake="multiplies by the temperature", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: the logits are multiplied by the temperature", mistake="multiplies by the temperature", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits * temperature
     if top_k is not None:
@@ -290,5 +377,25 @@ def sample_next_token(logits, temperature, top_k, generator):
         kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
+'''),
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: top-k keeps one token too few", mistake="top-k drops the k-th largest too (<= instead of <)", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    logits = logits / temperature
+    if top_k is not None:
+        k = min(top_k, logits.shape[-1])
+        kth = logits.topk(k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits <= kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+'''),
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: top-k keeps the k smallest logits", mistake="topk with largest=False", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    logits = logits / temperature
+    if top_k is not None:
+        k = min(top_k, logits.shape[-1])
+        kth = logits.topk(k, dim=-1, largest=False).values[:, -1:]
+        logits = logits.masked_fill(logits > kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
 '''),
 ]

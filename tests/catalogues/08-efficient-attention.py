@@ -53,6 +53,10 @@ def repeat_kv(x, n_rep):
 def repeat_kv(x, n_rep):
     return x.repeat_interleave(n_rep, dim=0)
 '''),
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the copies are made along the last axis", mistake="repeat_interleave on the last axis (head_dim)", source='''
+def repeat_kv(x, n_rep):
+    return torch.repeat_interleave(x, n_rep, dim=-1)
+'''),
     dict(exercise="repeat_kv", diagnosis="gives wrong values", mistake="new axis after the sequence axis, then a reshape", source='''
 def repeat_kv(x, n_rep):
     b, h, n, d = x.shape
@@ -184,7 +188,7 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="contains NaN", mistake="uses the block maximum, not the running maximum", source='''
+    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the maximum is the block's own, not the running", mistake="uses the block maximum, not the running maximum", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -200,7 +204,7 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="contains NaN", mistake="no running maximum at all: overflows for large scores", source='''
+    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the scores are exponentiated without subtracting", mistake="no running maximum at all: overflows for large scores", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)

@@ -105,6 +105,20 @@ def patch_embed(images, weight, bias, patch):
     w = weight.transpose(2, 3).reshape(weight.shape[0], -1)
     return patchify(images, patch) @ w.T + bias
 '''),
+    dict(exercise="patch_embed", diagnosis="Likely mistake: the patches are flattened (row, column, channel)", mistake="cuts channel-last patches but flattens the weight as (D, C*P*P)", source='''
+def patch_embed(images, weight, bias, patch):
+    b, c, h, w = images.shape
+    x = images.permute(0, 2, 3, 1).reshape(b, h // patch, patch, w // patch, patch, c)
+    x = x.permute(0, 1, 3, 2, 4, 5).reshape(b, -1, patch * patch * c)
+    return x @ weight.reshape(weight.shape[0], -1).T + bias
+'''),
+    dict(exercise="patch_embed", diagnosis="Likely mistake: the patches come out in column-major grid order", mistake="patches read column by column", source='''
+def patch_embed(images, weight, bias, patch):
+    b, c, h, w = images.shape
+    x = images.reshape(b, c, h // patch, patch, w // patch, patch).permute(0, 4, 2, 1, 3, 5)
+    x = x.reshape(b, -1, c * patch * patch)
+    return x @ weight.reshape(weight.shape[0], -1).T + bias
+'''),
     dict(exercise="patch_embed", diagnosis="gives wrong values", mistake="bias added to the pixels before projecting", source='''
 def patch_embed(images, weight, bias, patch):
     return (patchify(images, patch) + bias.mean()) @ weight.reshape(weight.shape[0], -1).T
@@ -190,6 +204,26 @@ def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
         out = blk(t)
     return head(norm(out)[:, 0])
 '''),
+    dict(exercise="vit_forward", diagnosis="Likely mistake: the blocks run in reverse order.", mistake="runs the blocks from last to first", source='''
+def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
+    t = prepend_cls_add_pos(patch_proj(images).flatten(2).transpose(1, 2), cls_token, pos_embed)
+    for blk in reversed(blocks):
+        t = blk(t)
+    return head(norm(t)[:, 0])
+'''),
+    dict(exercise="vit_forward", diagnosis="Likely mistake: only the first block is applied.", mistake="applies blocks[0] only", source='''
+def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
+    t = prepend_cls_add_pos(patch_proj(images).flatten(2).transpose(1, 2), cls_token, pos_embed)
+    t = blocks[0](t)
+    return head(norm(t)[:, 0])
+'''),
+    dict(exercise="vit_forward", diagnosis="Likely mistake: the head is applied to every token, or the CLS", mistake="classifies every token (no CLS selection)", source='''
+def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
+    t = prepend_cls_add_pos(patch_proj(images).flatten(2).transpose(1, 2), cls_token, pos_embed)
+    for blk in blocks:
+        t = blk(t)
+    return head(norm(t))
+'''),
     dict(exercise="vit_forward", diagnosis="Likely mistake: the conv output (B, D, gh,", mistake="flattens the conv output with a reshape (no transpose)", source='''
 def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
     f = patch_proj(images)
@@ -260,6 +294,15 @@ def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     d = grid.shape[-1]
     img = grid.reshape(1, old_grid[1], old_grid[0], d).permute(0, 3, 1, 2)
     img = F.interpolate(img, size=(new_grid[1], new_grid[0]), mode="bicubic", align_corners=False)
+    return torch.cat([cls, img.permute(0, 2, 3, 1).reshape(1, -1, d)], dim=1)
+'''),
+    dict(exercise="interpolate_pos_embed", diagnosis="Likely mistake: height and width are swapped: the grid is (rows", mistake="target size given as (width, height)", source='''
+def interpolate_pos_embed(pos_embed, old_grid, new_grid):
+    cls, grid = pos_embed[:, :1], pos_embed[:, 1:]
+    d = grid.shape[-1]
+    img = grid.reshape(1, old_grid[0], old_grid[1], d).permute(0, 3, 1, 2)
+    new_h, new_w = new_grid
+    img = F.interpolate(img, size=(new_w, new_h), mode="bicubic", align_corners=False)
     return torch.cat([cls, img.permute(0, 2, 3, 1).reshape(1, -1, d)], dim=1)
 '''),
     dict(exercise="interpolate_pos_embed", diagnosis="Likely mistake: nearest-neighbour resizing;", mistake="nearest-neighbour resize", source='''

@@ -49,6 +49,11 @@ def add_registers(patches, cls_token, registers, pos_embed):
     x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
     return torch.cat([x[:, :1], registers[:, :1].expand(b, -1, -1), x[:, 1:]], dim=1)
 '''),
+    dict(exercise="add_registers", diagnosis="Likely mistake: no positions were added.", mistake="forgets pos_embed", source='''
+def add_registers(patches, cls_token, registers, pos_embed):
+    b = patches.shape[0]
+    return torch.cat([cls_token.expand(b, -1, -1), registers.expand(b, -1, -1), patches], dim=1)
+'''),
     dict(exercise="add_registers", diagnosis="raised", mistake="writes CLS into the first patch in place", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
@@ -77,6 +82,26 @@ def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + gamma1 * attn(norm1(x))
     return h + mlp(norm2(h))
 '''),
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: only the MLP branch is scaled:", mistake="forgets gamma1", source='''
+def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
+    h = x + attn(norm1(x))
+    return h + gamma2 * mlp(norm2(h))
+'''),
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the gammas are not used at all.", mistake="a plain pre-LN block, no LayerScale", source='''
+def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
+    h = x + attn(norm1(x))
+    return h + mlp(norm2(h))
+'''),
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the norms are swapped: norm1 goes", mistake="norm2 before attn, norm1 before mlp", source='''
+def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
+    h = x + gamma1 * attn(norm2(x))
+    return h + gamma2 * mlp(norm1(h))
+'''),
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the skip is missing: the block", mistake="no residual connections", source='''
+def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
+    h = gamma1 * attn(norm1(x))
+    return gamma2 * mlp(norm2(h))
+'''),
     dict(exercise="layerscale_block", diagnosis="Likely mistake: the MLP reads x instead of", mistake="parallel branches on x", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     return x + gamma1 * attn(norm1(x)) + gamma2 * mlp(norm2(x))
@@ -104,6 +129,16 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         out = []
         for img, (left, top, w, h) in zip(images, boxes.tolist()):
             crop = img[:, top:top + h, left:left + w]
+            out.append(F.interpolate(crop[None], size=(size, size), mode="bilinear", align_corners=False)[0])
+        return torch.stack(out)
+    return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
+'''),
+    dict(exercise="multi_crop", diagnosis="Likely mistake: a box is (top, left, height, width): top is the row", mistake="reads the box as (left, top, height, width)", source='''
+def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
+    def cut(boxes, size):
+        out = []
+        for img, (x0, y0, h, w) in zip(images, boxes.tolist()):
+            crop = img[:, y0:y0 + h, x0:x0 + w]
             out.append(F.interpolate(crop[None], size=(size, size), mode="bilinear", align_corners=False)[0])
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
@@ -255,6 +290,55 @@ def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the center is added to the teacher's output", mistake="adds the center instead of subtracting it", source='''
+def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
+    p_t = torch.softmax((teacher_out.detach() + center.detach()) / teacher_temp, dim=-1)
+    log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
+    ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
+    return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
+'''),
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the teacher's temperature is missing:", mistake="no teacher temperature (no sharpening)", source='''
+def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
+    p_t = torch.softmax(teacher_out.detach() - center.detach(), dim=-1)
+    log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
+    ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
+    return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
+'''),
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the student's temperature is missing:", mistake="no student temperature", source='''
+def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
+    p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
+    log_p_s = torch.log_softmax(student_out, dim=-1)
+    ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
+    return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
+'''),
+    dict(exercise="dino_loss", diagnosis="Likely mistake: teacher and student are swapped (softmax of the student, log-softmax of the teacher)", mistake="student as the target, teacher not centered", source='''
+def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
+    p_s = torch.softmax(student_out / student_temp, dim=-1)
+    log_p_t = torch.log_softmax(teacher_out.detach() / teacher_temp, dim=-1)
+    ce = -torch.einsum("sbk,tbk->ts", p_s, log_p_t) / student_out.shape[1]
+    return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
+'''),
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the teacher's crops were matched with the last", mistake="skips teacher i with student n_s - n_t + i (globals taken as the last crops)", source='''
+def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
+    n_t, n_s = teacher_out.shape[0], student_out.shape[0]
+    total, pairs = 0.0, 0
+    for i in range(n_t):
+        p_t = torch.softmax((teacher_out[i].detach() - center.detach()) / teacher_temp, dim=-1)
+        for j in range(n_s):
+            if j == n_s - n_t + i:
+                continue
+            log_p_s = torch.log_softmax(student_out[j] / student_temp, dim=-1)
+            total = total - (p_t * log_p_s).sum(-1).mean()
+            pairs += 1
+    return total / pairs
+'''),
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the sign is flipped: the cross-entropy", mistake="forgets the minus sign of the cross-entropy", source='''
+def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
+    p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
+    log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
+    ce = torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
+    return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
+'''),
     dict(exercise="dino_loss", diagnosis="contains NaN", mistake="uses log of softmax with a plain exp (overflows at low temperature)", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     e = torch.exp((teacher_out.detach() - center.detach()) / teacher_temp)
@@ -277,6 +361,15 @@ def update_center(center, teacher_out, momentum):
     dict(exercise="update_center", diagnosis="Likely mistake: the mean runs over the prototypes", mistake="averages over the prototype axis", source='''
 def update_center(center, teacher_out, momentum):
     return momentum * center + (1 - momentum) * teacher_out.mean(dim=-1).mean()
+'''),
+    dict(exercise="update_center", diagnosis="Likely mistake: the center was replaced by the batch mean:", mistake="returns the batch mean (no moving average)", source='''
+def update_center(center, teacher_out, momentum):
+    return teacher_out.mean(dim=(0, 1)).reshape(center.shape)
+'''),
+    dict(exercise="update_center", diagnosis="Likely mistake: the batch mean is subtracted: new =", mistake="subtracts the batch mean", source='''
+def update_center(center, teacher_out, momentum):
+    batch_mean = teacher_out.reshape(-1, teacher_out.shape[-1]).mean(dim=0).reshape(center.shape)
+    return momentum * center - (1 - momentum) * batch_mean
 '''),
     dict(exercise="update_center", diagnosis="modified one of its inputs in place", mistake="updates the center in place", source='''
 def update_center(center, teacher_out, momentum):

@@ -77,6 +77,17 @@ def window_reverse(windows, ws, h, w):
     x = windows.reshape(-1, h // ws, w // ws, ws, ws, c).permute(0, 1, 3, 4, 2, 5)
     return x.reshape(-1, h, w, c)
 '''),
+    dict(exercise="window_reverse", diagnosis="Likely mistake: the windows are placed column by column;", mistake="reads the window index as column-major", source='''
+def window_reverse(windows, ws, h, w):
+    c = windows.shape[-1]
+    x = windows.view(-1, w // ws, h // ws, ws, ws, c).permute(0, 2, 3, 1, 4, 5)
+    return x.reshape(-1, h, w, c)
+'''),
+    dict(exercise="window_reverse", diagnosis="Likely mistake: the result has the windows' layout", mistake="stops after the view: returns the 6-D window grid", source='''
+def window_reverse(windows, ws, h, w):
+    c = windows.shape[-1]
+    return windows.view(-1, h // ws, w // ws, ws, ws, c)
+'''),
     dict(exercise="window_reverse", diagnosis="raised", mistake="batch size taken from windows.shape[0] (one image per window)", source='''
 def window_reverse(windows, ws, h, w):
     c = windows.shape[-1]
@@ -168,6 +179,16 @@ def shifted_window_mask(h, w, ws, shift):
     differ = label[:, :, None] != label[:, None, :]
     return torch.zeros(differ.shape).masked_fill(differ, -100.0)
 '''),
+    dict(exercise="shifted_window_mask", diagnosis="Likely mistake: height and width are swapped.", mistake="labels a (w, h) map", source='''
+def shifted_window_mask(h, w, ws, shift):
+    def regions(n):
+        r = torch.arange(n)
+        return (r >= n - ws).long() + (r >= n - shift).long()
+    label = regions(w)[:, None] * 3 + regions(h)[None, :]
+    label = label.view(w // ws, ws, h // ws, ws).transpose(1, 2).reshape(-1, ws * ws)
+    differ = label[:, :, None] != label[:, None, :]
+    return torch.zeros(differ.shape).masked_fill(differ, -100.0)
+'''),
     dict(exercise="shifted_window_mask", diagnosis="Likely mistake: the cut between the first", mistake="first cut at n - 2 * shift", source='''
 def shifted_window_mask(h, w, ws, shift):
     def regions(n):
@@ -200,6 +221,20 @@ def relative_position_index(ws):
     y, x = torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")
     y, x = y.flatten(), x.flatten()
     return (y[:, None] - y[None, :] + ws - 1) * ws + x[:, None] - x[None, :] + ws - 1
+'''),
+    dict(exercise="relative_position_index", diagnosis="Likely mistake: the row offset is multiplied by 2*ws;", mistake="row stride 2 ws instead of 2 ws - 1", source='''
+def relative_position_index(ws):
+    y, x = torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")
+    y, x = y.flatten(), x.flatten()
+    return (y[:, None] - y[None, :] + ws - 1) * 2 * ws + x[:, None] - x[None, :] + ws - 1
+'''),
+    dict(exercise="relative_position_index", diagnosis="Likely mistake: only one of the two offsets is shifted", mistake="shifts dy by ws - 1 but not dx", source='''
+def relative_position_index(ws):
+    y, x = torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")
+    y, x = y.flatten(), x.flatten()
+    dy = y[:, None] - y[None, :] + ws - 1
+    dx = x[:, None] - x[None, :]
+    return dy * (2 * ws - 1) + dx
 '''),
     dict(exercise="relative_position_index", diagnosis="Likely mistake: the offsets are pos_j - pos_i;", mistake="pos_j - pos_i (transposed)", source='''
 def relative_position_index(ws):
@@ -266,6 +301,16 @@ def patch_merging(x, h, w, norm, reduction):
     g = F.pad(x.view(b, h, w, c), (0, 0, w % 2, 0, h % 2, 0))
     g = torch.cat([g[:, 0::2, 0::2], g[:, 1::2, 0::2], g[:, 0::2, 1::2], g[:, 1::2, 1::2]], dim=-1)
     return reduction(norm(g.reshape(b, -1, 4 * c)))
+'''),
+    dict(exercise="patch_merging", diagnosis="Likely mistake: the same neighbour is taken four times:", mistake="copy-pasted slices: x[0::2, 0::2] four times", source='''
+def patch_merging(x, h, w, norm, reduction):
+    b, _, c = x.shape
+    g = F.pad(x.view(b, h, w, c), (0, 0, 0, w % 2, 0, h % 2))
+    x0 = g[:, 0::2, 0::2]
+    x1 = g[:, 0::2, 0::2]
+    x2 = g[:, 0::2, 0::2]
+    x3 = g[:, 0::2, 0::2]
+    return reduction(norm(torch.cat([x0, x1, x2, x3], dim=-1).reshape(b, -1, 4 * c)))
 '''),
     dict(exercise="patch_merging", diagnosis="First divergence", mistake="concatenates along the token axis then reshapes", source='''
 def patch_merging(x, h, w, norm, reduction):
@@ -340,6 +385,20 @@ def cosine_attention(q, k, v, logit_scale, bias=None):
     if bias is not None:
         scores = scores + bias
     return torch.softmax(scores * tau, dim=-1) @ v
+'''),
+    dict(exercise="cosine_attention", diagnosis="Likely mistake: the bias is ignored: add it", mistake="never uses the bias", source='''
+def cosine_attention(q, k, v, logit_scale, bias=None):
+    tau = logit_scale.clamp(max=math.log(100.0)).exp()
+    scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1) * tau
+    return torch.softmax(scores, dim=-1) @ v
+'''),
+    dict(exercise="cosine_attention", diagnosis="Likely mistake: the softmax runs over the queries", mistake="softmax over dim=-2", source='''
+def cosine_attention(q, k, v, logit_scale, bias=None):
+    tau = logit_scale.clamp(max=math.log(100.0)).exp()
+    scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1) * tau
+    if bias is not None:
+        scores = scores + bias
+    return torch.softmax(scores, dim=-2) @ v
 '''),
     dict(exercise="cosine_attention", diagnosis="does the exercise for you", mistake="calls torch's fused attention", source='''
 def cosine_attention(q, k, v, logit_scale, bias=None):
