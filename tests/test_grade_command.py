@@ -112,3 +112,14 @@ def test_a_submission_with_a_wrong_file_name_is_named(course):
     (folder / "my attempt.ipynb").write_bytes((ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes())
     (problem,) = grade.check_submission(course, "erin", "02-attention", sorted(folder.glob("*.ipynb")))
     assert "wrong file name 'my attempt.ipynb'" in problem.reason and "attention.ipynb" in problem.reason
+
+
+def test_kernels_graded_at_once_share_the_cores_out(monkeypatch):
+    from tools import grade
+
+    monkeypatch.setattr(grade.os, "cpu_count", lambda: 8)
+    assert [grade.kernel_threads(j) for j in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert grade._env(4)["OMP_NUM_THREADS"] == "4" and "OMP_NUM_THREADS" not in grade._env()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # an instructor's own setting wins
+    assert grade._env(4)["OMP_NUM_THREADS"] == "3"
