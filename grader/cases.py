@@ -75,6 +75,25 @@ def with_strided_layout(case: Case) -> Case | None:
                 "non-contiguous inputs")
 
 
+@dataclass(frozen=True)
+class LargeInputs:
+    """A numerically hard repeat of a case: the floating tensors at ``positions`` multiplied by ``factor``.
+
+    For an exercise whose softmax (or log-sum-exp) the chapter warns about:
+    scores far beyond 88, where ``exp`` overflows in float32, which a correct
+    implementation handles by subtracting the maximum first.
+    """
+
+    factor: float
+    positions: tuple[int, ...]
+
+    def __call__(self, case: Case) -> Case:
+        args = tuple(a * self.factor if i in self.positions and isinstance(a, Tensor) and a.is_floating_point() else a
+                     for i, a in enumerate(case.args))
+        where = ", ".join(str(i + 1) for i in self.positions)
+        return Case(args, dict(case.kwargs), f"{case.label}, argument(s) {where} times {self.factor:g}")
+
+
 def tensors_of(case: Case) -> list[Tensor]:
     """The tensor arguments of a case, in order."""
     return [t for t in list(case.args) + list(case.kwargs.values()) if isinstance(t, Tensor)]

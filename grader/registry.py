@@ -31,6 +31,8 @@ from .failures import ExerciseFailure
 
 #: how many cases of each comparison are repeated with their tensors in a non-contiguous layout
 STRIDED_CASES = 3
+#: how many cases of each comparison are repeated with each of its numerically hard transformations
+HARD_CASES = 4
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,11 @@ class Comparison:
         check_grad: also compare the gradients with respect to every floating input.
         allowed: course_lib building blocks the cases hand to the learner, who may call them.
         table: compare as a table computed from integers (float32 or float64 results both pass).
+        hard: numerically hard repeats of the first cases (:class:`~grader.cases.LargeInputs`),
+            for the inputs the chapter warns about.
+        layouts: repeat the first cases with non-contiguous tensors. Off only where the result
+            depends on the memory layout by design: ``torch.multinomial`` draws other tokens from
+            the same probabilities stored with other strides.
     """
 
     reference: Callable
@@ -56,18 +63,21 @@ class Comparison:
     check_grad: bool = False
     allowed: tuple = ()
     table: bool = False
+    hard: tuple = ()
+    layouts: bool = True
 
     def run(self, learner: Callable, name: str, seed: int | None, transparent: tuple = ()) -> None:
-        cases = self.cases(seed=self.seed if seed is None else seed)
-        if not self.table:  # the first cases again, their tensors in a non-contiguous layout
-            strided = [c for c in map(with_strided_layout, cases) if c is not None]
-            cases = list(cases) + strided[:STRIDED_CASES]
+        cases = list(self.cases(seed=self.seed if seed is None else seed))
         if self.table:
             check_table(learner, self.reference, cases, name=name, diagnoses=self.mistakes)
-        else:
-            check_function(learner, self.reference, cases, name=name, diagnoses=self.mistakes,
-                           forbidden=self.forbidden, check_grad=self.check_grad, allowed=self.allowed,
-                           transparent=transparent)
+            return
+        strided = [c for c in map(with_strided_layout, cases) if c is not None][:STRIDED_CASES] if self.layouts else []
+        hard = [make(c) for make in self.hard for c in cases[:HARD_CASES]]
+        common = dict(name=name, diagnoses=self.mistakes, forbidden=self.forbidden, allowed=self.allowed,
+                      transparent=transparent)
+        check_function(learner, self.reference, cases + strided, check_grad=self.check_grad, **common)
+        if hard:  # their values: a saturated softmax's gradients are below what float64 rounding can resolve
+            check_function(learner, self.reference, hard, check_grad=False, **common)
 
 
 #: a contract check: ``step(learner, name, seed)`` raises ExerciseFailure (seed None: its own default)

@@ -103,3 +103,24 @@ def test_every_named_mistake_is_the_diagnosis_of_a_catalogue_entry(assignment):
                if not any(m.message.startswith(s) for s in stated.get(ex.name, []))]
     assert not unfired, f"{len(unfired)} named mistake(s) that no catalogue entry expects:\n" + "\n".join(unfired)
 
+
+
+def right_entries():
+    for a in assignments():
+        for i, entry in enumerate(runpy.run_path(str(ROOT / "tests" / "catalogues" / f"{a}.py")).get("RIGHT", [])):
+            yield pytest.param(a, entry, id=f"{a}:{entry['exercise']}:right{i}")
+
+
+@pytest.mark.parametrize("assignment", assignments())
+def test_every_exercise_has_a_right_implementation_written_differently(assignment):
+    right = {e["exercise"] for e in runpy.run_path(str(ROOT / "tests" / "catalogues" / f"{assignment}.py")).get("RIGHT", [])}
+    missing = [ex.name for ex in registry()[assignment].exercises if ex.name not in right]
+    assert not missing, f"exercises without a differently written right implementation in RIGHT: {missing}"
+
+
+@pytest.mark.parametrize("assignment, entry", list(right_entries()))
+def test_a_right_implementation_written_differently_keeps_full_marks(assignment, entry):
+    cells = solution_cells(assignment)
+    test_id = f"test_{entry['exercise']}"
+    result = run_cells(cells, replace={entry["exercise"]: entry["source"]}, only_hidden=True, only_test=test_id)
+    assert result[test_id].passed, f"{entry['how']}: the hidden tests reject it: {result[test_id].error}"

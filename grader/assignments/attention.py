@@ -187,6 +187,7 @@ ATTENTION_MISTAKES = [
 # --------------------------------------------------------------------------
 from course_lib import attention as _reference  # noqa: E402
 from grader.guards import FUSED_ATTENTION, SOFTMAX  # noqa: E402
+from grader.cases import LargeInputs  # noqa: E402
 from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
 
 ASSIGNMENT = Assignment("02-attention", "attention.ipynb", (
@@ -203,6 +204,6 @@ ASSIGNMENT = Assignment("02-attention", "attention.ipynb", (
     )),
     Exercise("scaled_dot_product_attention", 3, (
         Comparison(_reference.scaled_dot_product_attention, attention_cases, seed=24, mistakes=ATTENTION_MISTAKES,
-                   forbidden=FUSED_ATTENTION, check_grad=True),
+                   forbidden=FUSED_ATTENTION, check_grad=True, hard=(LargeInputs(40.0, (0, 1)),)),
     )),
 ))

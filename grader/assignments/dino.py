@@ -507,6 +507,7 @@ EMA_MISTAKES = [
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 10-dinov2 run
 # --------------------------------------------------------------------------
+from grader.cases import LargeInputs  # noqa: E402
 from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
 
 ASSIGNMENT = Assignment("10-dinov2", "dinov2.ipynb", (
@@ -521,7 +522,8 @@ ASSIGNMENT = Assignment("10-dinov2", "dinov2.ipynb", (
         Comparison(reference_multi_crop, multi_crop_cases, seed=103, mistakes=MULTI_CROP_MISTAKES),
     )),
     Exercise("dino_loss", 4, (
-        Comparison(reference_dino_loss, dino_loss_cases, seed=104, mistakes=DINO_LOSS_MISTAKES, check_grad=True),
+        Comparison(reference_dino_loss, dino_loss_cases, seed=104, mistakes=DINO_LOSS_MISTAKES, check_grad=True,
+                   hard=(LargeInputs(30.0, (0, 1, 2)),)),
     )),
     Exercise("update_center", 2, (
         Comparison(reference_update_center, center_cases, seed=105, mistakes=CENTER_MISTAKES),

@@ -262,6 +262,7 @@ from course_lib import counting as _counting  # noqa: E402
 from course_lib import efficient as _reference  # noqa: E402
 from course_lib import multi_head as _multi_head  # noqa: E402
 from grader.guards import FUSED_ATTENTION, SOFTMAX  # noqa: E402
+from grader.cases import LargeInputs  # noqa: E402
 from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
 
 ASSIGNMENT = Assignment("08-efficient-attention", "efficient_attention.ipynb", (
@@ -273,7 +274,7 @@ ASSIGNMENT = Assignment("08-efficient-attention", "efficient_attention.ipynb", (
     )),
     Exercise("decode_step_with_cache", 3, (
         Comparison(_reference.decode_step_with_cache, decode_cases, seed=83, mistakes=DECODE_MISTAKES,
-                   forbidden=FUSED_ATTENTION),
+                   forbidden=FUSED_ATTENTION, hard=(LargeInputs(1000.0, (0,)),)),
     )),
     Exercise("online_softmax_attention", 5, (
         Comparison(_reference.tiled_attention, online_cases, seed=84, mistakes=ONLINE_MISTAKES,

@@ -458,6 +458,7 @@ SAMPLE_MISTAKES = [
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 07-modern-variants run
 # --------------------------------------------------------------------------
+from grader.cases import LargeInputs  # noqa: E402
 from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
 
 ASSIGNMENT = Assignment("07-modern-variants", "modern_variants.ipynb", (
@@ -473,9 +474,10 @@ ASSIGNMENT = Assignment("07-modern-variants", "modern_variants.ipynb", (
     )),
     Exercise("next_token_loss", 3, (
         Comparison(reference_next_token_loss, loss_cases, seed=74, mistakes=LOSS_MISTAKES, forbidden=CROSS_ENTROPY,
-                   check_grad=True),
+                   check_grad=True, hard=(LargeInputs(20.0, (0,)),)),
     )),
     Exercise("sample_next_token", 3, (
-        Comparison(reference_sample_next_token, sample_cases, seed=75, mistakes=SAMPLE_MISTAKES),
+        Comparison(reference_sample_next_token, sample_cases, seed=75, mistakes=SAMPLE_MISTAKES,
+                   hard=(LargeInputs(40.0, (0,)),), layouts=False),
     )),
 ))

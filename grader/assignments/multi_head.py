@@ -355,6 +355,7 @@ PARAM_COUNT_MISTAKES = [
 # --------------------------------------------------------------------------
 from course_lib import multi_head as _reference  # noqa: E402
 from grader.guards import FUSED_ATTENTION  # noqa: E402
+from grader.cases import LargeInputs  # noqa: E402
 from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
 
 ASSIGNMENT = Assignment("03-multi-head-attention", "multi_head_attention.ipynb", (
@@ -366,7 +367,7 @@ ASSIGNMENT = Assignment("03-multi-head-attention", "multi_head_attention.ipynb",
     )),
     Exercise("multi_head_attention", 4, (
         Comparison(mha_reference, mha_cases, seed=33, mistakes=MHA_MISTAKES, forbidden=FUSED_ATTENTION,
-                   check_grad=True),
+                   check_grad=True, hard=(LargeInputs(12.0, (0,)),)),
     )),
     Exercise("project_heads_separately", 2, (
         Comparison(_reference.mha_output_as_head_sum, head_sum_cases, seed=34, mistakes=HEAD_SUM_MISTAKES,

@@ -308,6 +308,7 @@ CROSS_ATTENTION_MISTAKES = [
 # The registry entry: what the hidden tests of 06-encoder-decoder run
 # --------------------------------------------------------------------------
 from course_lib import seq2seq as _reference  # noqa: E402
+from grader.cases import LargeInputs  # noqa: E402
 from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
 
 ASSIGNMENT = Assignment("06-encoder-decoder", "encoder_decoder.ipynb", (
@@ -327,6 +328,6 @@ ASSIGNMENT = Assignment("06-encoder-decoder", "encoder_decoder.ipynb", (
     )),
     Exercise("cross_attention", 3, (
         Comparison(_reference.cross_attention, cross_attention_cases, seed=65, mistakes=CROSS_ATTENTION_MISTAKES,
-                   forbidden=CROSS_ATTENTION_FORBIDDEN, check_grad=True),
+                   forbidden=CROSS_ATTENTION_FORBIDDEN, check_grad=True, hard=(LargeInputs(12.0, (0, 1)),)),
     )),
 ))

@@ -272,4 +272,14 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 def scaled_dot_product_attention(q, k, v, mask=None):
     return masked_softmax(attention_scores(q, k), mask).detach() @ v
 '''),
+    # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
+    dict(exercise="scaled_dot_product_attention", diagnosis="argument(s) 1, 2 times 40", mistake="its own softmax without subtracting the row maximum: exp overflows for large scores", source='''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    e = torch.exp(scores)
+    s = e.sum(-1, keepdim=True)
+    return (e / torch.where(s > 0, s, torch.ones_like(s))) @ v
+'''),
 ]

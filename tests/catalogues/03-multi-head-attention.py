@@ -317,4 +317,14 @@ def mha_param_count(dim, n_heads, bias=True):
 def mha_param_count(dim, n_heads, bias=False):
     return 4 * dim * dim + (4 * dim if bias else 0)
 '''),
+    # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
+    dict(exercise="multi_head_attention", diagnosis="argument(s) 1 times 12", mistake="softmax written as exp / sum without the maximum subtracted", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    b, n, d = x.shape
+    hd = d // n_heads
+    q, k, v = ((x @ w.T).reshape(b, n, n_heads, hd).transpose(1, 2) for w in (w_q, w_k, w_v))
+    e = torch.exp(q @ k.transpose(-2, -1) / math.sqrt(hd))
+    heads = (e / e.sum(-1, keepdim=True)) @ v
+    return heads.transpose(1, 2).reshape(b, n, d) @ w_o.T
+'''),
 ]

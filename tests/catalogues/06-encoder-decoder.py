@@ -348,4 +348,19 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     heads = torch.softmax(scores, dim=-2) @ v
     return heads.transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
+    # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
+    dict(exercise="cross_attention", diagnosis="argument(s) 1, 2 times 12", mistake="softmax written as exp / sum without the maximum subtracted", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    b, n_t, d = x.shape
+    n_s = memory.shape[1]
+    hd = d // n_heads
+    q = (x @ w_q.T).reshape(b, n_t, n_heads, hd).transpose(1, 2)
+    k = (memory @ w_k.T).reshape(b, n_s, n_heads, hd).transpose(1, 2)
+    v = (memory @ w_v.T).reshape(b, n_s, n_heads, hd).transpose(1, 2)
+    e = torch.exp(q @ k.transpose(-2, -1) / math.sqrt(hd))
+    if memory_mask is not None:
+        e = e * memory_mask[:, None]
+    heads = (e / e.sum(-1, keepdim=True)) @ v
+    return heads.transpose(1, 2).reshape(b, n_t, d) @ w_o.T
+'''),
 ]

@@ -398,4 +398,24 @@ def sample_next_token(logits, temperature, top_k, generator):
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, 1, generator=generator)
 '''),
+    # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
+    dict(exercise="next_token_loss", diagnosis="argument(s) 1 times 20", mistake="log-sum-exp written out without the maximum subtracted", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    x = logits[:, :-1]
+    targets = ids[:, 1:]
+    keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
+    safe = torch.where(keep, targets, torch.zeros_like(targets))
+    nll = torch.log(torch.exp(x).sum(-1)) - x.gather(-1, safe[..., None])[..., 0]
+    return torch.where(keep, nll, torch.zeros_like(nll)).sum() / keep.sum()
+'''),
+    # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
+    dict(exercise="sample_next_token", diagnosis="argument(s) 1 times 40", mistake="probabilities as exp / sum without the maximum subtracted", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    logits = logits / temperature
+    if top_k is not None:
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    e = torch.exp(logits)
+    return torch.multinomial(e / e.sum(-1, keepdim=True), 1, generator=generator)
+'''),
 ]

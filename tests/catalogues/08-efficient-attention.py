@@ -294,4 +294,14 @@ def online_softmax_attention(q, k, v, block_size):
         outs.append((p / p.sum(-1, keepdim=True)) @ v)
     return torch.cat(outs, dim=-2)
 '''),
+    # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
+    dict(exercise="decode_step_with_cache", diagnosis="argument(s) 1 times 1000", mistake="softmax written as exp / sum without the maximum subtracted", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    n_new, n_all = q_new.shape[-2], k.shape[-2]
+    allowed = torch.ones(n_new, n_all, dtype=torch.bool).tril(diagonal=n_all - n_new)
+    e = torch.exp(q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])) * allowed
+    return (e / e.sum(-1, keepdim=True)) @ v, k, v
+'''),
 ]

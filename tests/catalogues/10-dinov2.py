@@ -434,4 +434,15 @@ def ema_update(teacher, student, momentum):
             if n.endswith("weight"):
                 p_t.mul_(momentum).add_(p_s, alpha=1 - momentum)
 '''),
+    # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
+    dict(exercise="dino_loss", diagnosis="contains NaN", mistake="softmax and log-softmax written out without the maximum subtracted", source='''
+def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
+    e_t = torch.exp((teacher_out.detach() - center.detach()) / teacher_temp)
+    p_t = e_t / e_t.sum(-1, keepdim=True)
+    s = student_out / student_temp
+    log_p_s = s - torch.log(torch.exp(s).sum(-1, keepdim=True))
+    ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
+    n_t, n_s = ce.shape
+    return ce[~torch.eye(n_t, n_s, dtype=torch.bool)].mean()
+'''),
 ]
