@@ -537,3 +537,159 @@ def offset_rotation(k, dim, base=10000.0):
     return R
 '''),
 ]
+
+RIGHT = [
+    # ------------------------------------------------------------ most_frequent_pair
+    dict(exercise="most_frequent_pair", how="collections.Counter, then the smallest pair among those with the top count", source='''
+from collections import Counter
+def most_frequent_pair(ids):
+    counts = Counter(zip(ids, ids[1:]))
+    if not counts:
+        return None
+    top = max(counts.values())
+    return min(p for p, c in counts.items() if c == top)
+'''),
+    dict(exercise="most_frequent_pair", how="sorts the pairs and scans runs of equal pairs, keeping a strictly better count", source='''
+def most_frequent_pair(ids):
+    pairs = sorted((ids[i], ids[i + 1]) for i in range(len(ids) - 1))
+    best, best_count = None, 0
+    i = 0
+    while i < len(pairs):
+        j = i
+        while j < len(pairs) and pairs[j] == pairs[i]:
+            j += 1
+        if j - i > best_count:
+            best, best_count = pairs[i], j - i
+        i = j
+    return best
+'''),
+    # ------------------------------------------------------------ merge
+    dict(exercise="merge", how="a for loop over the ids with a flag that skips the second id of a merged pair", source='''
+def merge(ids, pair, new_id):
+    a, b = pair
+    out, skip = [], False
+    for i, x in enumerate(ids):
+        if skip:
+            skip = False
+            continue
+        if x == a and i + 1 < len(ids) and ids[i + 1] == b:
+            out.append(new_id)
+            skip = True
+        else:
+            out.append(x)
+    return out
+'''),
+    dict(exercise="merge", how="copies the list and replaces each occurrence by slice assignment in place on the copy", source='''
+def merge(ids, pair, new_id):
+    out = list(ids)
+    i = 0
+    while i < len(out) - 1:
+        if out[i] == pair[0] and out[i + 1] == pair[1]:
+            out[i:i + 2] = [new_id]
+        i += 1
+    return out
+'''),
+    # ------------------------------------------------------------ train_bpe
+    dict(exercise="train_bpe", how="counts with Counter and merges inline, without calling the earlier exercises", source='''
+from collections import Counter
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    while len(merges) < n_merges:
+        counts = Counter(zip(ids, ids[1:]))
+        if not counts:
+            break
+        top = max(counts.values())
+        if top < 2:
+            break
+        pair = min(p for p, c in counts.items() if c == top)
+        new_id = 256 + len(merges)
+        merges.append(pair)
+        out, i = [], 0
+        while i < len(ids):
+            if ids[i:i + 2] == list(pair):
+                out.append(new_id)
+                i += 2
+            else:
+                out.append(ids[i])
+                i += 1
+        ids = out
+    return merges
+'''),
+    dict(exercise="train_bpe", how="checks the count of the chosen pair with a dict of counts, uses merge from earlier", source='''
+def train_bpe(ids, n_merges):
+    ids = ids[:]
+    merges = []
+    for k in range(max(n_merges, 0)):
+        counts = {}
+        for p in zip(ids, ids[1:]):
+            counts[p] = counts.get(p, 0) + 1
+        pair = most_frequent_pair(ids)
+        if pair is None or counts[tuple(pair)] < 2:
+            return merges
+        merges.append(pair)
+        ids = merge(ids, pair, 256 + k)
+    return merges
+'''),
+    # ------------------------------------------------------------ encode
+    dict(exercise="encode", how="bytes iterated directly and each merge written inline as a for loop with a flag", source='''
+def encode(text, merges):
+    ids = [b for b in text.encode("utf-8")]
+    for k, (a, b) in enumerate(merges):
+        out, skip = [], False
+        for i in range(len(ids)):
+            if skip:
+                skip = False
+            elif i + 1 < len(ids) and ids[i] == a and ids[i + 1] == b:
+                out.append(256 + k)
+                skip = True
+            else:
+                out.append(ids[i])
+        ids = out
+    return ids
+'''),
+    dict(exercise="encode", how="bytearray of the text, the new id counted alongside, merge from earlier", source='''
+def encode(text, merges):
+    ids = list(bytearray(text, "utf-8"))
+    new_id = 256
+    for a, b in merges:
+        ids = merge(ids, (a, b), new_id)
+        new_id += 1
+    return ids
+'''),
+    # ------------------------------------------------------------ sinusoidal_encoding
+    dict(exercise="sinusoidal_encoding", how="frequencies as exp(-log(base) 2i/dim), sin and cos stacked then flattened", source='''
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
+    w = torch.exp(-math.log(base) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    angles = torch.outer(torch.arange(n_positions, dtype=torch.float64), w)
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(n_positions, dim)
+'''),
+    dict(exercise="sinusoidal_encoding", how="plain Python loops with math.sin and math.cos into a nested list", source='''
+def sinusoidal_encoding(n_positions, dim, base=10000.0):
+    rows = []
+    for pos in range(n_positions):
+        row = []
+        for i in range(dim // 2):
+            a = pos / base ** (2 * i / dim)
+            row += [math.sin(a), math.cos(a)]
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64).reshape(n_positions, dim)
+'''),
+    # ------------------------------------------------------------ offset_rotation
+    dict(exercise="offset_rotation", how="torch.block_diag of 2x2 rotation blocks", source='''
+def offset_rotation(k, dim, base=10000.0):
+    blocks = []
+    for i in range(dim // 2):
+        a = torch.tensor(k / base ** (2 * i / dim), dtype=torch.float64)
+        blocks.append(torch.stack([torch.stack([a.cos(), -a.sin()]), torch.stack([a.sin(), a.cos()])]))
+    return torch.block_diag(*blocks)
+'''),
+    dict(exercise="offset_rotation", how="vectorised: diagonal of cosines plus sines scattered with index tensors", source='''
+def offset_rotation(k, dim, base=10000.0):
+    even = torch.arange(0, dim, 2)
+    angles = k * torch.pow(torch.tensor(base, dtype=torch.float64), -even.double() / dim)
+    R = torch.diag(angles.cos().repeat_interleave(2))
+    R[even, even + 1] = -angles.sin()
+    R[even + 1, even] = angles.sin()
+    return R
+'''),
+]

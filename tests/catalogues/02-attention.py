@@ -283,3 +283,67 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return (e / torch.where(s > 0, s, torch.ones_like(s))) @ v
 '''),
 ]
+
+RIGHT = [
+    # ------------------------------------------------------------ attention_scores
+    dict(exercise="attention_scores", how="torch.einsum, multiplied by d_k ** -0.5 after the product", source='''
+def attention_scores(q, k):
+    return torch.einsum("...qd,...kd->...qk", q, k) * q.shape[-1] ** -0.5
+'''),
+    dict(exercise="attention_scores", how="scales the queries first, then a broadcast product summed over the feature axis", source='''
+def attention_scores(q, k):
+    q = q / math.sqrt(q.size(-1))
+    return (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(dim=-1)
+'''),
+    # ------------------------------------------------------------ masked_softmax
+    dict(exercise="masked_softmax", how="torch.where instead of masked_fill, a detached row maximum, a safe denominator", source='''
+def masked_softmax(scores, mask=None):
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    masked = torch.where(mask, scores, torch.tensor(float("-inf"), dtype=scores.dtype))
+    m = masked.max(dim=-1, keepdim=True).values.detach()
+    m = torch.where(m == float("-inf"), torch.zeros_like(m), m)
+    e = torch.exp(masked - m)
+    total = e.sum(dim=-1, keepdim=True)
+    return e / torch.where(total == 0, torch.ones_like(total), total)
+'''),
+    dict(exercise="masked_softmax", how="in log space: exp((scores - max) - log(sum)), fully masked rows set to zero with torch.where", source='''
+def masked_softmax(scores, mask=None):
+    s = scores if mask is None else scores.masked_fill(mask.logical_not(), float("-inf"))
+    m = torch.nan_to_num(s.amax(dim=-1, keepdim=True), neginf=0.0)
+    total = torch.exp(s - m).sum(dim=-1, keepdim=True)
+    has_any = total > 0
+    log_w = (s - m) - torch.log(torch.where(has_any, total, torch.ones_like(total)))
+    return torch.where(has_any, torch.exp(log_w), torch.zeros_like(s))
+'''),
+    # ------------------------------------------------------------ causal_mask
+    dict(exercise="causal_mask", how="compares a column of query positions with a row of key positions", source='''
+def causal_mask(n):
+    i = torch.arange(n)
+    return i[:, None] >= i[None, :]
+'''),
+    dict(exercise="causal_mask", how="the negation of the strict upper triangle, built from a float matrix", source='''
+def causal_mask(n):
+    return torch.triu(torch.ones(n, n), diagonal=1) == 0
+'''),
+    # ------------------------------------------------------------ scaled_dot_product_attention
+    dict(exercise="scaled_dot_product_attention", how="everything inline: einsum scores, softmax with torch.where, einsum with v", source='''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    s = torch.einsum("...id,...jd->...ij", q, k) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = torch.where(mask, s, torch.tensor(float("-inf"), dtype=s.dtype))
+    m = s.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    e = (s - m).exp()
+    z = e.sum(dim=-1, keepdim=True)
+    w = e / torch.where(z > 0, z, torch.ones_like(z))
+    return torch.einsum("...ij,...jd->...id", w, v)
+'''),
+    dict(exercise="scaled_dot_product_attention", how="masks the scores itself with -inf, then calls masked_softmax without a mask", source='''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    scores = (q / math.sqrt(q.shape[-1])) @ k.mT
+    if mask is not None:
+        scores = torch.where(mask, scores, float("-inf"))
+    return torch.matmul(masked_softmax(scores), v)
+'''),
+]

@@ -328,3 +328,86 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     return heads.transpose(1, 2).reshape(b, n, d) @ w_o.T
 '''),
 ]
+
+RIGHT = [
+    # ------------------------------------------------------------ split_heads
+    dict(exercise="split_heads", how="unflatten the last axis, then permute", source='''
+def split_heads(x, n_heads):
+    return x.unflatten(-1, (n_heads, -1)).permute(0, 2, 1, 3)
+'''),
+    dict(exercise="split_heads", how="chunk the features into n_heads pieces and stack them on a new axis 1", source='''
+def split_heads(x, n_heads):
+    return torch.stack(torch.chunk(x, n_heads, dim=-1), dim=1)
+'''),
+    # ------------------------------------------------------------ merge_heads
+    dict(exercise="merge_heads", how="concatenates the heads (unbind on axis 1) along the features", source='''
+def merge_heads(x):
+    return torch.cat(x.unbind(dim=1), dim=-1)
+'''),
+    dict(exercise="merge_heads", how="permute, then flatten the last two axes", source='''
+def merge_heads(x):
+    return x.permute(0, 2, 1, 3).flatten(start_dim=2)
+'''),
+    # ------------------------------------------------------------ multi_head_attention
+    dict(exercise="multi_head_attention", how="a loop over the heads with row blocks of the weights, outputs concatenated", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    dim = x.shape[-1]
+    d = dim // n_heads
+    outs = []
+    for h in range(n_heads):
+        rows = slice(h * d, (h + 1) * d)
+        q = x @ w_q[rows].T
+        k = x @ w_k[rows].T
+        v = x @ w_v[rows].T
+        weights = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(d), dim=-1)
+        outs.append(weights @ v)
+    return torch.cat(outs, dim=-1) @ w_o.T
+'''),
+    dict(exercise="multi_head_attention", how="einsum with the weights unflattened per head, softmax written out", source='''
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
+    dim = x.shape[-1]
+    d = dim // n_heads
+    q = torch.einsum("bsi,hdi->bhsd", x, w_q.reshape(n_heads, d, dim))
+    k = torch.einsum("bsi,hdi->bhsd", x, w_k.reshape(n_heads, d, dim))
+    v = torch.einsum("bsi,hdi->bhsd", x, w_v.reshape(n_heads, d, dim))
+    s = torch.einsum("bhqd,bhkd->bhqk", q, k) * d ** -0.5
+    e = torch.exp(s - s.amax(dim=-1, keepdim=True))
+    a = torch.einsum("bhqk,bhkd->bhqd", e / e.sum(dim=-1, keepdim=True), v)
+    return torch.einsum("bhsd,ohd->bso", a, w_o.reshape(dim, n_heads, d))
+'''),
+    # ------------------------------------------------------------ project_heads_separately
+    dict(exercise="project_heads_separately", how="one einsum with w_o unflattened to (dim, n_heads, head_dim)", source='''
+def project_heads_separately(heads, w_o):
+    n_heads, head_dim = heads.shape[-3], heads.shape[-1]
+    return torch.einsum("...hsd,ohd->...so", heads, w_o.reshape(w_o.shape[0], n_heads, head_dim))
+'''),
+    dict(exercise="project_heads_separately", how="concatenate the heads, then one projection (the identity the exercise shows)", source='''
+def project_heads_separately(heads, w_o):
+    concat = heads.transpose(-3, -2).flatten(-2)
+    return torch.matmul(concat, w_o.transpose(0, 1))
+'''),
+    dict(exercise="project_heads_separately", how="per-head products on column chunks of w_o, stacked and summed", source='''
+def project_heads_separately(heads, w_o):
+    blocks = w_o.chunk(heads.shape[-3], dim=1)
+    parts = [heads.select(-3, i) @ b.T for i, b in enumerate(blocks)]
+    return torch.stack(parts).sum(dim=0)
+'''),
+    # ------------------------------------------------------------ mha_param_count
+    dict(exercise="mha_param_count", how="four equal weight matrices plus the bias terms counted together", source='''
+def mha_param_count(dim, n_heads, bias=True):
+    inner = n_heads * (dim // n_heads)
+    weights = 4 * dim * inner
+    biases = 3 * inner + dim
+    return weights + biases if bias else weights
+'''),
+    dict(exercise="mha_param_count", how="sums over the four projections listed with their (in, out) sizes", source='''
+def mha_param_count(dim, n_heads, bias=True):
+    inner = (dim // n_heads) * n_heads
+    total = 0
+    for fan_in, fan_out in [(dim, inner), (dim, inner), (dim, inner), (inner, dim)]:
+        total += fan_in * fan_out
+        if bias:
+            total += fan_out
+    return total
+'''),
+]

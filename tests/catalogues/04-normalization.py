@@ -350,3 +350,76 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     return vjp(grad_out)[0]
 '''),
 ]
+
+RIGHT = [
+    # ------------------------------------------------------------ layer_norm
+    dict(exercise="layer_norm", how="torch.var_mean with correction=0 and torch.rsqrt", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    var, mean = torch.var_mean(x, dim=-1, correction=0, keepdim=True)
+    return (x - mean) * torch.rsqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="layer_norm", how="sums divided by d written out, gain and shift with torch.addcmul", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    d = x.shape[-1]
+    centered = x - x.sum(dim=-1, keepdim=True) / d
+    var = centered.pow(2).sum(dim=-1, keepdim=True) / d
+    return torch.addcmul(beta, centered / (var + eps).sqrt(), gamma)
+'''),
+    # ------------------------------------------------------------ rms_norm
+    dict(exercise="rms_norm", how="multiplies by torch.rsqrt of the mean of x ** 2", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    return gamma * (x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps))
+'''),
+    dict(exercise="rms_norm", how="the mean square as an einsum dot product of x with itself, divided by d", source='''
+def rms_norm(x, gamma, eps=1e-6):
+    ms = torch.einsum("...i,...i->...", x, x).unsqueeze(-1) / x.shape[-1]
+    return x / (ms + eps) ** 0.5 * gamma
+'''),
+    # ------------------------------------------------------------ batch_norm
+    dict(exercise="batch_norm", how="weighted sums with the mask as 0/1 weights, no boolean indexing", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    dims = tuple(range(x.dim() - 1))
+    if mask is None:
+        w = torch.ones(x.shape[:-1] + (1,), dtype=x.dtype)
+    else:
+        w = mask.unsqueeze(-1).to(x.dtype)
+    n = w.sum(dim=dims, keepdim=True)
+    mean = (torch.where(w > 0, x, torch.zeros_like(x))).sum(dim=dims, keepdim=True) / n
+    dev = torch.where(w > 0, x - mean, torch.zeros_like(x))
+    var = dev.pow(2).sum(dim=dims, keepdim=True) / n
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+'''),
+    dict(exercise="batch_norm", how="index_select of the real tokens, torch.var_mean over them, torch.rsqrt", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    tokens = x.flatten(0, -2) if x.dim() > 1 else x.unsqueeze(0)
+    if mask is not None:
+        keep = mask.reshape(-1).nonzero().squeeze(1)
+        tokens = tokens.index_select(0, keep)
+    var, mean = torch.var_mean(tokens, dim=0, correction=0)
+    return (x - mean) * torch.rsqrt(var + eps) * gamma + beta
+'''),
+    # ------------------------------------------------------------ layer_norm_backward
+    dict(exercise="layer_norm_backward", how="the formula with sums: (d g - sum g - xhat sum(g xhat)) / (d sigma)", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    d = x.shape[-1]
+    centered = x - x.mean(dim=-1, keepdim=True)
+    inv_sigma = torch.rsqrt(centered.pow(2).mean(dim=-1, keepdim=True) + eps)
+    xhat = centered * inv_sigma
+    g = gamma * grad_out
+    total = g.sum(dim=-1, keepdim=True)
+    proj = (g * xhat).sum(dim=-1, keepdim=True)
+    return inv_sigma / d * (d * g - total - xhat * proj)
+'''),
+    dict(exercise="layer_norm_backward", how="staged chain rule through the variance and the mean (the computational graph)", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    d = x.shape[-1]
+    mu = x.mean(dim=-1, keepdim=True)
+    xc = x - mu
+    var = (xc * xc).mean(dim=-1, keepdim=True)
+    inv = 1.0 / torch.sqrt(var + eps)
+    dxhat = grad_out * gamma
+    dvar = (dxhat * xc).sum(dim=-1, keepdim=True) * (-0.5) * inv ** 3
+    dmu = -(dxhat * inv).sum(dim=-1, keepdim=True) + dvar * (-2.0 * xc).mean(dim=-1, keepdim=True)
+    return dxhat * inv + dvar * 2.0 * xc / d + dmu / d
+'''),
+]

@@ -341,3 +341,77 @@ def layer_flops(n_tokens, dim, mlp_hidden):
     return {"qkvo": 8 * n * d * d, "attention": 4 * n * n * d, "ffn": 4 * n * d * mlp_hidden}
 '''),
 ]
+
+RIGHT = [
+    # ------------------------------------------------------------ position_wise_ffn
+    dict(exercise="position_wise_ffn", how="torch.nn.functional.linear for both maps, clamp(min=0) for the ReLU", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = torch.nn.functional.linear(x, w1, b1).clamp(min=0)
+    return torch.nn.functional.linear(h, w2, b2)
+'''),
+    dict(exercise="position_wise_ffn", how="einsum, the ReLU as torch.where(h > 0, h, 0), biases added only when given", source='''
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = torch.einsum("...d,hd->...h", x, w1)
+    if b1 is not None:
+        h = h + b1
+    h = torch.where(h > 0, h, torch.zeros_like(h))
+    y = torch.einsum("...h,dh->...d", h, w2)
+    return y if b2 is None else y + b2
+'''),
+    # ------------------------------------------------------------ residual
+    dict(exercise="residual", how="a dict of the three forms as lambdas, sums written branch first", source='''
+def residual(x, sublayer, norm, position):
+    forms = {
+        "pre": lambda: sublayer(norm(x)) + x,
+        "post": lambda: norm(sublayer(x) + x),
+        "res_post": lambda: norm(sublayer(x)) + x,
+    }
+    if position not in forms:
+        raise ValueError(f"unknown position {position!r}")
+    return forms[position]()
+'''),
+    dict(exercise="residual", how="computes the branch input and output step by step with torch.add", source='''
+def residual(x, sublayer, norm, position):
+    if position not in ("pre", "post", "res_post"):
+        raise ValueError(position)
+    branch_in = norm(x) if position == "pre" else x
+    branch = sublayer(branch_in)
+    if position == "res_post":
+        branch = norm(branch)
+    out = torch.add(x, branch)
+    return norm(out) if position == "post" else out
+'''),
+    # ------------------------------------------------------------ ffn_param_count
+    dict(exercise="ffn_param_count", how="the two layers counted separately, bias as 0 or 1 times the outputs", source='''
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    first = dim * mlp_hidden + (mlp_hidden if bias else 0)
+    second = mlp_hidden * dim + (dim if bias else 0)
+    return first + second
+'''),
+    dict(exercise="ffn_param_count", how="(fan_in + bias) * fan_out per layer, with int(bias)", source='''
+def ffn_param_count(dim, mlp_hidden, bias=True):
+    b = int(bool(bias))
+    return (dim + b) * mlp_hidden + (mlp_hidden + b) * dim
+'''),
+    # ------------------------------------------------------------ layer_flops
+    dict(exercise="layer_flops", how="multiply-adds first, then every count doubled", source='''
+def layer_flops(n_tokens, dim, mlp_hidden):
+    macs = {
+        "ffn": n_tokens * dim * mlp_hidden * 2,
+        "attention": n_tokens * n_tokens * dim * 2,
+        "projections": n_tokens * dim * dim * 4,
+    }
+    return {part: 2 * m for part, m in macs.items()}
+'''),
+    dict(exercise="layer_flops", how="a helper for the cost of one (m, k) @ (k, p) product, summed per part", source='''
+def layer_flops(n_tokens, dim, mlp_hidden):
+    def matmul(m, k, p):
+        return 2 * m * k * p
+    n, d, f = n_tokens, dim, mlp_hidden
+    return {
+        "projections": sum(matmul(n, d, d) for _ in range(4)),
+        "attention": matmul(n, d, n) + matmul(n, n, d),
+        "ffn": matmul(n, d, f) + matmul(n, f, d),
+    }
+'''),
+]

@@ -364,3 +364,104 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     return heads.transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
 ]
+
+# Correct implementations written differently from the reference solution: each must keep full marks.
+RIGHT = [
+    # ------------------------------------------------------------ shift_right
+    dict(exercise="shift_right", how="a tensor filled with BOS, the target copied into columns 1:", source='''
+def shift_right(tgt, bos_id):
+    out = tgt.new_full(tgt.shape, bos_id)
+    out[:, 1:] = tgt[:, :-1]
+    return out
+'''),
+    dict(exercise="shift_right", how="torch.roll, then the wrapped-around token replaced by BOS", source='''
+def shift_right(tgt, bos_id):
+    out = torch.roll(tgt, shifts=1, dims=1)
+    out[:, 0] = bos_id
+    return out
+'''),
+    # ------------------------------------------------------------ decoder_self_attention_mask
+    dict(exercise="decoder_self_attention_mask", how="tril of a ones matrix, lengths reshaped to (batch, 1, 1)", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    real_keys = torch.arange(n).reshape(1, 1, n) < tgt_lengths.reshape(-1, 1, 1)
+    return causal & real_keys
+'''),
+    dict(exercise="decoder_self_attention_mask", how="a loop over the batch and the query rows, masks stacked", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    masks = []
+    for length in tgt_lengths.tolist():
+        m = torch.zeros(n, n, dtype=torch.bool)
+        for i in range(n):
+            m[i, : min(i + 1, length)] = True
+        masks.append(m)
+    return torch.stack(masks)
+'''),
+    # ------------------------------------------------------------ transformer_lr
+    dict(exercise="transformer_lr", how="divides by math.sqrt(dim) in a conditional expression", source='''
+def transformer_lr(step, dim, warmup):
+    return 0.0 if step == 0 else min(step ** -0.5, step * warmup ** -1.5) / math.sqrt(dim)
+'''),
+    dict(exercise="transformer_lr", how="an explicit branch on step < warmup instead of min (step 0 falls out)", source='''
+def transformer_lr(step, dim, warmup):
+    if step < warmup:
+        factor = step / warmup ** 1.5
+    else:
+        factor = 1 / math.sqrt(step)
+    return float(factor / math.sqrt(dim))
+'''),
+    # ------------------------------------------------------------ label_smoothed_loss
+    dict(exercise="label_smoothed_loss", how="logits - logsumexp, a smoothed one-hot target distribution, torch.where", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    V = logits.shape[-1]
+    logp = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    one_hot = (torch.arange(V) == safe[..., None]).to(logits.dtype)
+    q = (1 - smoothing) * one_hot + smoothing / V
+    per_position = -(q * logp).sum(dim=-1)
+    per_position = torch.where(keep, per_position, torch.zeros_like(per_position))
+    return per_position.sum() / keep.sum()
+'''),
+    dict(exercise="label_smoothed_loss", how="boolean indexing of the kept rows, log-softmax written out with the maximum", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    keep = target != ignore_index
+    rows = logits[keep]
+    t = target[keep]
+    shifted = rows - rows.amax(dim=-1, keepdim=True).detach()
+    logp = shifted - shifted.exp().sum(dim=-1, keepdim=True).log()
+    nll = -logp[torch.arange(t.shape[0]), t]
+    uniform = -logp.mean(dim=-1)
+    return ((1 - smoothing) * nll + smoothing * uniform).mean()
+'''),
+    # ------------------------------------------------------------ cross_attention
+    dict(exercise="cross_attention", how="einsum with per-head weight blocks, torch.where for the mask", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    d = x.shape[-1]
+    hd = d // n_heads
+    q = torch.einsum("btd,hed->bhte", x, w_q.reshape(n_heads, hd, d))
+    k = torch.einsum("bsd,hed->bhse", memory, w_k.reshape(n_heads, hd, d))
+    v = torch.einsum("bsd,hed->bhse", memory, w_v.reshape(n_heads, hd, d))
+    scores = torch.einsum("bhte,bhse->bhts", q, k) / math.sqrt(hd)
+    if memory_mask is not None:
+        scores = torch.where(memory_mask[:, None], scores, torch.full_like(scores, float("-inf")))
+    weights = torch.softmax(scores, dim=-1)
+    heads = torch.einsum("bhts,bhse->bhte", weights, v)
+    return torch.einsum("bhte,ohe->bto", heads, w_o.reshape(d, n_heads, hd))
+'''),
+    dict(exercise="cross_attention", how="a loop over heads (column slices), softmax written out with the maximum", source='''
+def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
+    d = x.shape[-1]
+    hd = d // n_heads
+    q_all, k_all, v_all = x @ w_q.T, memory @ w_k.T, memory @ w_v.T
+    outs = []
+    for h in range(n_heads):
+        cols = slice(h * hd, (h + 1) * hd)
+        scores = q_all[..., cols] @ k_all[..., cols].transpose(-2, -1) * hd ** -0.5
+        if memory_mask is not None:
+            scores = scores.masked_fill(~memory_mask, float("-inf"))
+        e = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+        outs.append((e / e.sum(dim=-1, keepdim=True)) @ v_all[..., cols])
+    return torch.cat(outs, dim=-1) @ w_o.T
+'''),
+]

@@ -419,3 +419,99 @@ def sample_next_token(logits, temperature, top_k, generator):
     return torch.multinomial(e / e.sum(-1, keepdim=True), 1, generator=generator)
 '''),
 ]
+
+# Correct implementations written differently from the reference solution: each must keep full marks.
+RIGHT = [
+    # ------------------------------------------------------------ pre_ln_block
+    dict(exercise="pre_ln_block", how="a loop over the (norm, sublayer) pairs", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    for norm, sublayer in ((norm1, attn), (norm2, mlp)):
+        x = x + sublayer(norm(x))
+    return x
+'''),
+    dict(exercise="pre_ln_block", how="branch first, skip added with Tensor.add", source='''
+def pre_ln_block(x, attn, mlp, norm1, norm2):
+    h = attn(norm1(x)).add(x)
+    return mlp(norm2(h)).add(h)
+'''),
+    # ------------------------------------------------------------ swiglu
+    dict(exercise="swiglu", how="einsum projections, SiLU as gate * sigmoid(gate)", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    gate = torch.einsum("...d,hd->...h", x, w_gate)
+    up = torch.einsum("...d,hd->...h", x, w_up)
+    return torch.einsum("...h,dh->...d", gate * torch.sigmoid(gate) * up, w_down)
+'''),
+    dict(exercise="swiglu", how="one fused projection split in two, sigmoid written with tanh", source='''
+def swiglu(x, w_gate, w_up, w_down):
+    hidden = w_gate.shape[0]
+    gate, up = (x @ torch.cat([w_gate, w_up], dim=0).T).split(hidden, dim=-1)
+    silu = gate * 0.5 * (1 + torch.tanh(gate / 2))
+    return (silu * up) @ w_down.T
+'''),
+    # ------------------------------------------------------------ apply_rope
+    dict(exercise="apply_rope", how="the rotation of each pair written out (x1 cos - x2 sin, x2 cos + x1 sin), torch.outer", source='''
+def apply_rope(x, positions, base=10000.0):
+    half = x.shape[-1] // 2
+    freqs = 1.0 / base ** (torch.arange(0, 2 * half, 2, dtype=x.dtype) / (2 * half))
+    angles = torch.outer(positions.to(x.dtype), freqs)
+    cos, sin = angles.cos(), angles.sin()
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+'''),
+    dict(exercise="apply_rope", how="complex multiplication: (x1 + i x2) * exp(i angle) with torch.polar", source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    half = d // 2
+    inv_freq = base ** (-2 * torch.arange(half, dtype=x.dtype) / d)
+    angles = positions.to(x.dtype)[:, None] * inv_freq
+    rotation = torch.polar(torch.ones_like(angles), angles)
+    z = torch.complex(x[..., :half], x[..., half:]) * rotation
+    return torch.cat([z.real, z.imag], dim=-1)
+'''),
+    # ------------------------------------------------------------ next_token_loss
+    dict(exercise="next_token_loss", how="flattened pairs, ignored ones dropped by boolean indexing, logsumexp - picked logit", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    pred = logits[:, :-1].reshape(-1, logits.shape[-1])
+    target = ids[:, 1:].reshape(-1)
+    if ignore_index is not None:
+        keep = target != ignore_index
+        pred, target = pred[keep], target[keep]
+    picked = pred.gather(1, target[:, None]).squeeze(1)
+    return (torch.logsumexp(pred, dim=-1) - picked).mean()
+'''),
+    dict(exercise="next_token_loss", how="log-softmax written out with the maximum, a one-hot product instead of gather", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    z = logits[:, :-1]
+    z = z - z.amax(dim=-1, keepdim=True)
+    logp = z - z.exp().sum(dim=-1, keepdim=True).log()
+    targets = ids[:, 1:]
+    if ignore_index is None:
+        keep = torch.ones_like(targets, dtype=torch.bool)
+    else:
+        keep = targets != ignore_index
+    hit = targets[..., None] == torch.arange(logits.shape[-1])
+    nll = -(logp * hit).sum(dim=-1)
+    return (nll * keep).sum() / keep.sum()
+'''),
+    # ------------------------------------------------------------ sample_next_token
+    dict(exercise="sample_next_token", how="k-th value from a sort, torch.where, softmax written out", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    scaled = logits / temperature
+    if top_k is not None:
+        k = min(top_k, scaled.shape[-1])
+        kth = scaled.sort(dim=-1, descending=True).values[:, k - 1:k]
+        scaled = torch.where(scaled >= kth, scaled, torch.full_like(scaled, float("-inf")))
+    e = torch.exp(scaled - scaled.amax(dim=-1, keepdim=True))
+    probs = e / e.sum(dim=-1, keepdim=True)
+    return torch.multinomial(probs, 1, generator=generator)
+'''),
+    dict(exercise="sample_next_token", how="top-k applied to the probabilities (zeroed, then renormalized)", source='''
+def sample_next_token(logits, temperature, top_k, generator):
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_k is not None:
+        kth = probs.topk(min(top_k, probs.shape[-1]), dim=-1).values[:, -1:]
+        probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return torch.multinomial(probs, 1, generator=generator)
+'''),
+]

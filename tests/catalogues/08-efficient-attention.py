@@ -305,3 +305,99 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     return (e / e.sum(-1, keepdim=True)) @ v, k, v
 '''),
 ]
+
+# Correct implementations written differently from the reference solution: each must keep full marks.
+RIGHT = [
+    # ------------------------------------------------------------ kv_cache_bytes
+    dict(exercise="kv_cache_bytes", how="bytes per token of one layer, summed over the layers in a loop", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    per_token_per_layer = 2 * n_kv_heads * head_dim * dtype_bytes
+    total = 0
+    for _ in range(n_layers):
+        total += per_token_per_layer * seq_len * batch
+    return total
+'''),
+    dict(exercise="kv_cache_bytes", how="math.prod of the factors", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    return math.prod([2, batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes])
+'''),
+    # ------------------------------------------------------------ repeat_kv
+    dict(exercise="repeat_kv", how="torch.repeat_interleave along the heads axis", source='''
+def repeat_kv(x, n_rep):
+    return torch.repeat_interleave(x, n_rep, dim=1)
+'''),
+    dict(exercise="repeat_kv", how="Tensor.repeat on a new axis, then flatten(1, 2)", source='''
+def repeat_kv(x, n_rep):
+    return x.unsqueeze(2).repeat(1, 1, n_rep, 1, 1).flatten(1, 2)
+'''),
+    dict(exercise="repeat_kv", how="index the heads with arange(h * n_rep) // n_rep", source='''
+def repeat_kv(x, n_rep):
+    return x[:, torch.arange(x.shape[1] * n_rep) // n_rep]
+'''),
+    # ------------------------------------------------------------ decode_step_with_cache
+    dict(exercise="decode_step_with_cache", how="a loop over the new tokens, each attending to its visible prefix (einsum)", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    n_past = k_cache.shape[-2]
+    outs = []
+    for i in range(q_new.shape[-2]):
+        seen = n_past + i + 1
+        s = torch.einsum("bhd,bhkd->bhk", q_new[:, :, i], k[:, :, :seen]) / math.sqrt(q_new.shape[-1])
+        w = torch.softmax(s, dim=-1)
+        outs.append(torch.einsum("bhk,bhkd->bhd", w, v[:, :, :seen]))
+    return torch.stack(outs, dim=2), k, v
+'''),
+    dict(exercise="decode_step_with_cache", how="mask from absolute positions with torch.where, softmax written out", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    n_past, n_new = k_cache.shape[-2], q_new.shape[-2]
+    k = torch.cat((k_cache, k_new), dim=-2)
+    v = torch.cat((v_cache, v_new), dim=-2)
+    query_pos = torch.arange(n_new)[:, None] + n_past
+    key_pos = torch.arange(n_past + n_new)[None, :]
+    scores = q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])
+    scores = torch.where(key_pos <= query_pos, scores, torch.full_like(scores, float("-inf")))
+    e = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    return (e / e.sum(dim=-1, keepdim=True)) @ v, k, v
+'''),
+    # ------------------------------------------------------------ online_softmax_attention
+    dict(exercise="online_softmax_attention", how="each block normalized by its own maximum, then both sides rescaled to the running one (k.split)", source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
+    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
+    o = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+    for kb, vb in zip(k.split(block_size, dim=-2), v.split(block_size, dim=-2)):
+        s = torch.einsum("...qd,...kd->...qk", q, kb) * scale
+        m_b = s.amax(dim=-1, keepdim=True)
+        p = torch.exp(s - m_b)
+        m_new = torch.maximum(m, m_b)
+        old, new = torch.exp(m - m_new), torch.exp(m_b - m_new)
+        l = l * old + p.sum(dim=-1, keepdim=True) * new
+        o = o * old + (p @ vb) * new
+        m = m_new
+    return o / l
+'''),
+    dict(exercise="online_softmax_attention", how="statistics started from the first block, output kept normalized at every step", source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = q.shape[-1] ** -0.5
+    m = l = o = None
+    for start in range(0, k.shape[-2], block_size):
+        kb, vb = k[..., start:start + block_size, :], v[..., start:start + block_size, :]
+        s = q @ kb.transpose(-2, -1) * scale
+        block_max = s.amax(dim=-1, keepdim=True)
+        if m is None:
+            p = torch.exp(s - block_max)
+            l = p.sum(dim=-1, keepdim=True)
+            o = (p @ vb) / l
+            m = block_max
+            continue
+        m_new = torch.maximum(m, block_max)
+        p = torch.exp(s - m_new)
+        old = l * torch.exp(m - m_new)
+        l = old + p.sum(dim=-1, keepdim=True)
+        o = (o * old + p @ vb) / l
+        m = m_new
+    return o
+'''),
+]

@@ -333,3 +333,106 @@ def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     return torch.cat([img.permute(0, 2, 3, 1).reshape(1, -1, d), cls], dim=1)
 '''),
 ]
+
+# Correct implementations written differently from the reference solution: each must keep full marks.
+RIGHT = [
+    # ------------------------------------------------------------ patchify
+    dict(exercise="patchify", how="Tensor.unfold on the two spatial axes (sliding windows with stride = patch)", source='''
+def patchify(images, patch):
+    b, c = images.shape[:2]
+    x = images.unfold(2, patch, patch).unfold(3, patch, patch)  # (B, C, gh, gw, P, P)
+    return x.permute(0, 2, 3, 1, 4, 5).reshape(b, -1, c * patch * patch)
+'''),
+    dict(exercise="patchify", how="a loop over the grid, row by row, slices flattened and stacked", source='''
+def patchify(images, patch):
+    b, c, h, w = images.shape
+    tokens = []
+    for top in range(0, h, patch):
+        for left in range(0, w, patch):
+            tokens.append(images[:, :, top:top + patch, left:left + patch].reshape(b, -1))
+    return torch.stack(tokens, dim=1)
+'''),
+    dict(exercise="patchify", how="the permutation written as an einsum", source='''
+def patchify(images, patch):
+    b, c, h, w = images.shape
+    x = images.reshape(b, c, h // patch, patch, w // patch, patch)
+    return torch.einsum("bcipjq->bijcpq", x).reshape(b, -1, c * patch * patch)
+'''),
+    # ------------------------------------------------------------ patch_embed
+    dict(exercise="patch_embed", how="one einsum over the patch grid and the kernel, no patchify", source='''
+def patch_embed(images, weight, bias, patch):
+    b, c, h, w = images.shape
+    x = images.reshape(b, c, h // patch, patch, w // patch, patch)
+    out = torch.einsum("bcipjq,dcpq->bijd", x, weight)
+    return out.reshape(b, -1, weight.shape[0]) + bias
+'''),
+    dict(exercise="patch_embed", how="F.linear on the patches with the flattened kernel", source='''
+def patch_embed(images, weight, bias, patch):
+    return F.linear(patchify(images, patch), weight.flatten(1), bias)
+'''),
+    # ------------------------------------------------------------ prepend_cls_add_pos
+    dict(exercise="prepend_cls_add_pos", how="positions added to CLS and to the patches separately, then concatenated", source='''
+def prepend_cls_add_pos(patches, cls_token, pos_embed):
+    b = patches.shape[0]
+    cls = (cls_token + pos_embed[:, :1]).expand(b, -1, -1)
+    return torch.cat([cls, patches + pos_embed[:, 1:]], dim=1)
+'''),
+    dict(exercise="prepend_cls_add_pos", how="a new tensor filled by slice assignment", source='''
+def prepend_cls_add_pos(patches, cls_token, pos_embed):
+    b, n, d = patches.shape
+    out = patches.new_zeros(b, 1 + n, d)
+    out[:, :1] = cls_token
+    out[:, 1:] = patches
+    return out + pos_embed
+'''),
+    # ------------------------------------------------------------ vit_forward
+    dict(exercise="vit_forward", how="permute + reshape of the conv output, CLS and positions inlined, norm on the CLS token only", source='''
+def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
+    feats = patch_proj(images)
+    b, d = feats.shape[:2]
+    tokens = feats.permute(0, 2, 3, 1).reshape(b, -1, d)
+    tokens = torch.cat([cls_token.expand(b, 1, d), tokens], dim=1) + pos_embed
+    for block in blocks:
+        tokens = block(tokens)
+    return head(norm(tokens[:, 0]))
+'''),
+    dict(exercise="vit_forward", how="the conv's weights through the learner's patch_embed, blocks as nn.Sequential", source='''
+def vit_forward(images, patch_proj, cls_token, pos_embed, blocks, norm, head):
+    tokens = patch_embed(images, patch_proj.weight, patch_proj.bias, patch_proj.kernel_size[0])
+    tokens = torch.nn.Sequential(*blocks)(prepend_cls_add_pos(tokens, cls_token, pos_embed))
+    return head(norm(tokens))[:, 0]
+'''),
+    # ------------------------------------------------------------ interpolate_pos_embed
+    dict(exercise="interpolate_pos_embed", how="grid transposed to (D, N) first, unflatten / flatten instead of permutes", source='''
+def interpolate_pos_embed(pos_embed, old_grid, new_grid):
+    grid = pos_embed[0, 1:].T.unflatten(1, tuple(old_grid))[None]      # (1, D, gh, gw)
+    grid = F.interpolate(grid, size=tuple(new_grid), mode="bicubic", align_corners=False)
+    return torch.cat([pos_embed[:, :1], grid.flatten(2).transpose(1, 2)], dim=1)
+'''),
+    dict(exercise="interpolate_pos_embed", how="bicubic written out: Keys cubic (a = -0.75) weight matrices per axis, applied with einsum", source='''
+def interpolate_pos_embed(pos_embed, old_grid, new_grid):
+    def cubic(t):
+        a, t = -0.75, abs(t)
+        if t <= 1:
+            return ((a + 2) * t - (a + 3)) * t * t + 1
+        if t < 2:
+            return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+        return 0.0
+
+    def weights(n_in, n_out):
+        m = torch.zeros(n_out, n_in, dtype=pos_embed.dtype)
+        for o in range(n_out):
+            src = (o + 0.5) * n_in / n_out - 0.5   # align_corners=False, no clamp for cubic
+            first = int(src // 1)
+            frac = src - first
+            for off in range(-1, 3):
+                m[o, min(max(first + off, 0), n_in - 1)] += cubic(off - frac)
+        return m
+
+    (gh, gw), (nh, nw) = old_grid, new_grid
+    d = pos_embed.shape[-1]
+    grid = pos_embed[0, 1:].reshape(gh, gw, d)
+    out = torch.einsum("yi,xj,ijd->yxd", weights(gh, nh), weights(gw, nw), grid)
+    return torch.cat([pos_embed[:, :1], out.reshape(1, nh * nw, d)], dim=1)
+'''),
+]

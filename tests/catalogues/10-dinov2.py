@@ -446,3 +446,117 @@ def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     return ce[~torch.eye(n_t, n_s, dtype=torch.bool)].mean()
 '''),
 ]
+
+# Correct implementations written differently from the reference solution: each must keep full marks.
+RIGHT = [
+    # ------------------------------------------------------------ add_registers
+    dict(exercise="add_registers", how="positions added to CLS and to the patches separately, one concatenation", source='''
+def add_registers(patches, cls_token, registers, pos_embed):
+    b = patches.shape[0]
+    cls = (cls_token + pos_embed[:, :1]).expand(b, -1, -1)
+    return torch.cat([cls, registers.expand(b, -1, -1), patches + pos_embed[:, 1:]], dim=1)
+'''),
+    dict(exercise="add_registers", how="a position tensor with zeros at the registers, added to the whole sequence", source='''
+def add_registers(patches, cls_token, registers, pos_embed):
+    b = patches.shape[0]
+    pos = torch.cat([pos_embed[:, :1], torch.zeros_like(registers), pos_embed[:, 1:]], dim=1)
+    tokens = torch.cat([cls_token.expand(b, -1, -1), registers.expand(b, -1, -1), patches], dim=1)
+    return tokens + pos
+'''),
+    # ------------------------------------------------------------ layerscale_block
+    dict(exercise="layerscale_block", how="a loop over the (norm, sublayer, gamma) triples", source='''
+def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
+    for norm, sublayer, gamma in ((norm1, attn, gamma1), (norm2, mlp, gamma2)):
+        x = x + gamma * sublayer(norm(x))
+    return x
+'''),
+    dict(exercise="layerscale_block", how="torch.addcmul for each scaled residual", source='''
+def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
+    h = torch.addcmul(x, gamma1, attn(norm1(x)))
+    return torch.addcmul(h, gamma2, mlp(norm2(h)))
+'''),
+    # ------------------------------------------------------------ multi_crop
+    dict(exercise="multi_crop", how="one loop over both box lists, 4-D slices resized and concatenated", source='''
+def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
+    views = []
+    for boxes, size in ((global_boxes, global_size), (local_boxes, local_size)):
+        for crop_boxes in boxes:
+            parts = []
+            for i in range(images.shape[0]):
+                top, left, h, w = (int(t) for t in crop_boxes[i])
+                crop = images[i:i + 1, :, top:top + h, left:left + w]
+                parts.append(F.interpolate(crop, size=(size, size), mode="bilinear", align_corners=False))
+            views.append(torch.cat(parts, dim=0))
+    return views
+'''),
+    dict(exercise="multi_crop", how="bilinear resizing written out as two interpolation matrices (half-pixel centres)", source='''
+def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
+    def resize_matrix(n_in, n_out):
+        m = torch.zeros(n_out, n_in, dtype=images.dtype)
+        for o in range(n_out):
+            src = max((o + 0.5) * n_in / n_out - 0.5, 0.0)
+            i0 = min(int(src), n_in - 1)
+            i1 = min(i0 + 1, n_in - 1)
+            frac = src - i0
+            m[o, i0] += 1 - frac
+            m[o, i1] += frac
+        return m
+
+    def cut(boxes, size):
+        out = []
+        for img, (top, left, h, w) in zip(images, boxes.tolist()):
+            crop = img[:, top:top + h, left:left + w]
+            out.append(resize_matrix(h, size) @ crop @ resize_matrix(w, size).T)
+        return torch.stack(out)
+
+    return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
+'''),
+    # ------------------------------------------------------------ dino_loss
+    dict(exercise="dino_loss", how="an explicit loop over the pairs (i != j), log-softmax as s - logsumexp", source='''
+def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
+    t = ((teacher_out - center) / teacher_temp).detach()
+    p_t = torch.exp(t - torch.logsumexp(t, dim=-1, keepdim=True))
+    s = student_out / student_temp
+    log_p_s = s - torch.logsumexp(s, dim=-1, keepdim=True)
+    total, pairs = 0.0, 0
+    for i in range(teacher_out.shape[0]):
+        for j in range(student_out.shape[0]):
+            if i != j:
+                total = total + (-(p_t[i] * log_p_s[j]).sum(dim=-1)).mean()
+                pairs += 1
+    return total / pairs
+'''),
+    dict(exercise="dino_loss", how="teacher under torch.no_grad, all pairs by broadcasting, the diagonal subtracted", source='''
+def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
+    with torch.no_grad():
+        p_t = F.softmax((teacher_out - center) / teacher_temp, dim=-1)
+    log_p_s = F.log_softmax(student_out / student_temp, dim=-1)
+    ce = -(p_t[:, None] * log_p_s[None]).sum(dim=-1).mean(dim=-1)   # (n_t, n_s)
+    n_t, n_s = ce.shape
+    return (ce.sum() - ce.diagonal().sum()) / (n_t * n_s - n_t)
+'''),
+    # ------------------------------------------------------------ update_center
+    dict(exercise="update_center", how="mean over dims (0, 1), then torch.lerp", source='''
+def update_center(center, teacher_out, momentum):
+    batch_mean = teacher_out.mean(dim=(0, 1)).reshape(center.shape)
+    return torch.lerp(batch_mean, center, momentum)
+'''),
+    dict(exercise="update_center", how="sum divided by the count, written as center + (1 - m) * (mean - center)", source='''
+def update_center(center, teacher_out, momentum):
+    batch_mean = teacher_out.sum(dim=(0, 1)) / (teacher_out.shape[0] * teacher_out.shape[1])
+    return center + (1 - momentum) * (batch_mean - center)
+'''),
+    # ------------------------------------------------------------ ema_update
+    dict(exercise="ema_update", how="Tensor.lerp_ towards the student under torch.no_grad", source='''
+def ema_update(teacher, student, momentum):
+    with torch.no_grad():
+        for p_t, p_s in zip(teacher.parameters(), student.parameters()):
+            p_t.lerp_(p_s, 1 - momentum)
+'''),
+    dict(exercise="ema_update", how="copy_ of the explicit average into .data, over named parameters", source='''
+def ema_update(teacher, student, momentum):
+    student_params = dict(student.named_parameters())
+    for name, p_t in teacher.named_parameters():
+        p_t.data.copy_(momentum * p_t.data + (1 - momentum) * student_params[name].data)
+'''),
+]

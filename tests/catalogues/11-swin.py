@@ -416,3 +416,130 @@ def cosine_attention(q, k, v, logit_scale, bias=None):
     return torch.softmax(scores, dim=-1) @ v
 '''),
 ]
+
+# Correct implementations written differently from the reference solution: each must keep full marks.
+RIGHT = [
+    # ------------------------------------------------------------ window_partition
+    dict(exercise="window_partition", how="a loop over the windows, row by row, slices stacked per image", source='''
+def window_partition(x, ws):
+    b, h, w, c = x.shape
+    windows = [x[:, top:top + ws, left:left + ws].reshape(b, ws * ws, c)
+               for top in range(0, h, ws) for left in range(0, w, ws)]
+    return torch.stack(windows, dim=1).reshape(-1, ws * ws, c)
+'''),
+    dict(exercise="window_partition", how="Tensor.unfold on both spatial axes, then a permute", source='''
+def window_partition(x, ws):
+    c = x.shape[-1]
+    t = x.unfold(1, ws, ws).unfold(2, ws, ws)          # (B, nh, nw, C, ws, ws)
+    return t.permute(0, 1, 2, 4, 5, 3).reshape(-1, ws * ws, c)
+'''),
+    # ------------------------------------------------------------ window_reverse
+    dict(exercise="window_reverse", how="a new map filled window by window with slice assignment", source='''
+def window_reverse(windows, ws, h, w):
+    c = windows.shape[-1]
+    nh, nw = h // ws, w // ws
+    grid = windows.reshape(-1, nh, nw, ws, ws, c)
+    out = windows.new_zeros(grid.shape[0], h, w, c)
+    for i in range(nh):
+        for j in range(nw):
+            out[:, i * ws:(i + 1) * ws, j * ws:(j + 1) * ws] = grid[:, i, j]
+    return out
+'''),
+    dict(exercise="window_reverse", how="the axis swap written as an einsum on a reshaped tensor", source='''
+def window_reverse(windows, ws, h, w):
+    c = windows.shape[-1]
+    grid = windows.reshape(-1, h // ws, w // ws, ws, ws, c)
+    return torch.einsum("bijrsc->birjsc", grid).reshape(-1, h, w, c)
+'''),
+    # ------------------------------------------------------------ shifted_window_mask
+    dict(exercise="shifted_window_mask", how="the original Swin recipe: slices label an image, window_partition, label differences", source='''
+def shifted_window_mask(h, w, ws, shift):
+    img = torch.zeros(1, h, w, 1)
+    count = 0
+    for rows in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+        for cols in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+            img[:, rows, cols, :] = count
+            count += 1
+    labels = window_partition(img, ws).squeeze(-1)           # (nW, ws * ws)
+    diff = labels[:, None, :] - labels[:, :, None]
+    return torch.where(diff != 0, torch.tensor(-100.0), torch.tensor(0.0))
+'''),
+    dict(exercise="shifted_window_mask", how="region labels by nested torch.where, a loop over the windows", source='''
+def shifted_window_mask(h, w, ws, shift):
+    def region(n):
+        i = torch.arange(n)
+        return torch.where(i < n - ws, 0, torch.where(i < n - shift, 1, 2))
+
+    label = region(h)[:, None] * 3 + region(w)[None, :]
+    masks = []
+    for top in range(0, h, ws):
+        for left in range(0, w, ws):
+            lab = label[top:top + ws, left:left + ws].flatten()
+            masks.append(torch.where(lab[:, None] != lab[None, :], -100.0, 0.0))
+    return torch.stack(masks)
+'''),
+    # ------------------------------------------------------------ relative_position_index
+    dict(exercise="relative_position_index", how="two Python loops over the token pairs", source='''
+def relative_position_index(ws):
+    n = ws * ws
+    out = torch.empty(n, n, dtype=torch.long)
+    for i in range(n):
+        for j in range(n):
+            dy = i // ws - j // ws + ws - 1
+            dx = i % ws - j % ws + ws - 1
+            out[i, j] = dy * (2 * ws - 1) + dx
+    return out
+'''),
+    dict(exercise="relative_position_index", how="coordinates from the flat index (// and %), broadcasting", source='''
+def relative_position_index(ws):
+    t = torch.arange(ws * ws)
+    row, col = t // ws, t % ws
+    dy = row[:, None] - row[None, :]
+    dx = col[:, None] - col[None, :]
+    return (dy + ws - 1) * (2 * ws - 1) + (dx + ws - 1)
+'''),
+    # ------------------------------------------------------------ patch_merging
+    dict(exercise="patch_merging", how="a zero map of even size filled by slice assignment, the 2x2 gather as reshape + permute", source='''
+def patch_merging(x, h, w, norm, reduction):
+    b, _, c = x.shape
+    h2, w2 = (h + 1) // 2, (w + 1) // 2
+    grid = x.new_zeros(b, 2 * h2, 2 * w2, c)
+    grid[:, :h, :w] = x.reshape(b, h, w, c)
+    g = grid.reshape(b, h2, 2, w2, 2, c).permute(0, 1, 3, 4, 2, 5)   # (B, h2, w2, col, row, C)
+    return reduction(norm(g.reshape(b, h2 * w2, 4 * c)))
+'''),
+    dict(exercise="patch_merging", how="zero rows/columns appended with torch.cat, slices listed by a comprehension", source='''
+def patch_merging(x, h, w, norm, reduction):
+    b, _, c = x.shape
+    g = x.reshape(b, h, w, c)
+    if h % 2:
+        g = torch.cat([g, g.new_zeros(b, 1, w, c)], dim=1)
+    if w % 2:
+        g = torch.cat([g, g.new_zeros(b, g.shape[1], 1, c)], dim=2)
+    parts = [g[:, r::2, s::2] for s in (0, 1) for r in (0, 1)]
+    return reduction(norm(torch.cat(parts, dim=-1).flatten(1, 2)))
+'''),
+    # ------------------------------------------------------------ cosine_attention
+    dict(exercise="cosine_attention", how="cosine as dot / (|q| |k|), torch.where for the clamp, softmax written out", source='''
+def cosine_attention(q, k, v, logit_scale, bias=None):
+    cap = math.log(100.0)
+    tau = torch.exp(torch.where(logit_scale > cap, torch.full_like(logit_scale, cap), logit_scale))
+    dots = torch.einsum("...nd,...md->...nm", q, k)
+    norms = torch.linalg.vector_norm(q, dim=-1)[..., :, None] * torch.linalg.vector_norm(k, dim=-1)[..., None, :]
+    scores = dots / norms.clamp_min(1e-12) * tau
+    if bias is not None:
+        scores = scores + bias
+    e = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    return (e / e.sum(dim=-1, keepdim=True)) @ v
+'''),
+    dict(exercise="cosine_attention", how="normalization with rsqrt of the sum of squares, torch.minimum for the clamp", source='''
+def cosine_attention(q, k, v, logit_scale, bias=None):
+    qn = q * torch.rsqrt((q * q).sum(dim=-1, keepdim=True).clamp_min(1e-24))
+    kn = k * torch.rsqrt((k * k).sum(dim=-1, keepdim=True).clamp_min(1e-24))
+    tau = torch.minimum(logit_scale, torch.tensor(math.log(100.0), dtype=logit_scale.dtype)).exp()
+    scores = torch.matmul(qn, kn.transpose(-2, -1)) * tau
+    if bias is not None:
+        scores = scores + bias
+    return torch.softmax(scores, dim=-1) @ v
+'''),
+]
