@@ -97,3 +97,49 @@ class LargeInputs:
 def tensors_of(case: Case) -> list[Tensor]:
     """The tensor arguments of a case, in order."""
     return [t for t in list(case.args) + list(case.kwargs.values()) if isinstance(t, Tensor)]
+
+
+# --------------------------------------------------------------------------
+# Building blocks of cases that hand modules to the learner
+# --------------------------------------------------------------------------
+def randint(g: torch.Generator, low: int, high: int) -> int:
+    """One integer in [low, high) drawn from ``g``."""
+    return int(torch.randint(low, high, (1,), generator=g))
+
+
+def frozen(module: torch.nn.Module) -> torch.nn.Module:
+    """The module in eval mode with no trainable parameter: a fixed function handed to the learner."""
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return module.eval()
+
+
+def stand_in_block(g: torch.Generator, n_tok: int, d: int, mlp_hidden: int) -> list[torch.nn.Module]:
+    """``[attn, mlp, norm1, norm2]`` of a block made of torch modules only, float64 and frozen.
+
+    ``attn`` stands in for attention: a dense map over all tokens' features
+    (so a learner who applies it per token fails); the norms have affine
+    parameters far from 1 and 0, so a forgotten or swapped norm shows. The
+    global RNG is seeded from ``g`` and restored, so the cases depend on the
+    seed alone.
+    """
+    nn = torch.nn
+    state = torch.random.get_rng_state()
+    torch.manual_seed(randint(g, 0, 2**31 - 1))
+    try:
+        attn = nn.Sequential(nn.Flatten(-2, -1), nn.Linear(n_tok * d, n_tok * d), nn.Tanh(),
+                             nn.Unflatten(-1, (n_tok, d)))
+        mlp = nn.Sequential(nn.Linear(d, mlp_hidden), nn.GELU(), nn.Linear(mlp_hidden, d))
+        norm1, norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        with torch.no_grad():
+            for m in list(attn) + list(mlp):
+                if isinstance(m, nn.Linear):
+                    m.weight.mul_(2.0)
+                    m.bias.normal_(0.0, 0.5)
+            for norm in (norm1, norm2):
+                norm.weight.uniform_(0.3, 2.5)
+                norm.bias.normal_(0.0, 0.7)
+    finally:
+        torch.random.set_rng_state(state)
+    return [frozen(m.double()) for m in (attn, mlp, norm1, norm2)]
+

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from course_lib.dinov2 import add_registers
 from course_lib.dino import dino_loss, ema_update, multi_crop, update_center
+from grader.cases import randint, stand_in_block
 from grader import Case, Mistake
 
 __all__ = [
@@ -45,10 +46,6 @@ __all__ = [
 
 def _name(dtype) -> str:
     return str(dtype).replace("torch.", "")
-
-
-def _randint(g: torch.Generator, low: int, high: int) -> int:
-    return int(torch.randint(low, high, (1,), generator=g))
 
 
 def _randn(g, *shape, dtype=torch.float64, scale=1.0) -> Tensor:
@@ -69,7 +66,7 @@ def register_cases(seed: int = 0, n: int = 16) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        b, n_p, d = _randint(g, 1, 4), _randint(g, 1, 10), [2, 3, 4, 8, 16][_randint(g, 0, 5)]
+        b, n_p, d = randint(g, 1, 4), randint(g, 1, 10), [2, 3, 4, 8, 16][randint(g, 0, 5)]
         r = [1, 2, 4, 3][i % 4]
         if i % 7 == 3:
             r = n_p  # as many registers as patches: layout mistakes keep the shape
@@ -116,46 +113,19 @@ def reference_layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2) -> Te
     return h + gamma2 * mlp(norm2(h))
 
 
-def _frozen(module: nn.Module) -> nn.Module:
-    for p in module.parameters():
-        p.requires_grad_(False)
-    return module.eval()
-
-
-def _block_modules(g: torch.Generator, n_tok: int, d: int):
-    state = torch.random.get_rng_state()
-    torch.manual_seed(_randint(g, 0, 2**31 - 1))
-    try:
-        attn = nn.Sequential(nn.Flatten(-2, -1), nn.Linear(n_tok * d, n_tok * d), nn.Tanh(),
-                             nn.Unflatten(-1, (n_tok, d)))
-        mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
-        norm1, norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        with torch.no_grad():
-            for m in list(attn) + list(mlp):
-                if isinstance(m, nn.Linear):
-                    m.weight.mul_(2.0)
-                    m.bias.normal_(0.0, 0.5)
-            for nm in (norm1, norm2):
-                nm.weight.uniform_(0.3, 2.5)
-                nm.bias.normal_(0.0, 0.7)
-    finally:
-        torch.random.set_rng_state(state)
-    return [_frozen(m.double()) for m in (attn, mlp, norm1, norm2)]
-
-
 def layerscale_cases(seed: int = 0, n: int = 12) -> list[Case]:
     """Random ``(x, attn, mlp, norm1, norm2, gamma1, gamma2)``; gammas of different sizes and signs."""
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
         batch = [(), (2,), (3,)][i % 3]
-        d, n_tok = [2, 4, 8][_randint(g, 0, 3)], _randint(g, 2, 6)
+        d, n_tok = [2, 4, 8][randint(g, 0, 3)], randint(g, 2, 6)
         dtype = torch.float64 if i % 2 == 0 else torch.float32
         x = _randn(g, *batch, n_tok, d, dtype=dtype, scale=2.0)
         g1 = _randn(g, d, dtype=dtype, scale=0.7) + 0.3
         g2 = _randn(g, d, dtype=dtype, scale=0.7) - 0.4
         if dtype == torch.float64:
-            attn, mlp, n1, n2 = _block_modules(g, n_tok, d)
+            attn, mlp, n1, n2 = stand_in_block(g, n_tok, d, 2 * d)
             what = "attn tanh(Linear over tokens), mlp Linear-GELU-Linear, affine LayerNorms"
         else:
             # torch callables only: a Python function defined in course_lib would count as calling the reference
@@ -212,12 +182,12 @@ def multi_crop_cases(seed: int = 0, n: int = 16) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        b, c = _randint(g, 1, 4), [1, 3][i % 2]
-        h, w = _randint(g, 8, 20), _randint(g, 8, 20)
+        b, c = randint(g, 1, 4), [1, 3][i % 2]
+        h, w = randint(g, 8, 20), randint(g, 8, 20)
         if i == 0:
             h, w = 12, 16
         n_g, n_l = [2, 1, 2, 2][i % 4], [4, 2, 0, 3, 1][i % 5]
-        gs, ls = _randint(g, 6, 17), _randint(g, 3, 8)
+        gs, ls = randint(g, 6, 17), randint(g, 3, 8)
         dtype = torch.float64 if i % 3 == 0 else torch.float32
         images = torch.rand(b, c, h, w, generator=g, dtype=torch.float64).to(dtype)
         gb = _boxes(g, n_g, b, h, w, 0.5, 1.0)
@@ -282,7 +252,7 @@ def dino_loss_cases(seed: int = 0, n: int = 16) -> list[Case]:
     cases = []
     for i in range(n):
         n_t, n_s = crops[i % len(crops)]
-        b, k = _randint(g, 1, 6), _randint(g, 3, 20)
+        b, k = randint(g, 1, 6), randint(g, 3, 20)
         if i == 0:
             b = 3  # the first case has a real batch: batch mistakes show in the values
         if i % 5 == 2:
@@ -291,8 +261,8 @@ def dino_loss_cases(seed: int = 0, n: int = 16) -> list[Case]:
         student = _randn(g, n_s, b, k, dtype=dtype)
         teacher = _randn(g, n_t, b, k, dtype=dtype)
         center = _randn(g, *((k,) if i % 3 else (1, k)), dtype=dtype, scale=0.8)
-        ts = [0.1, 0.2, 0.5, 1.0][_randint(g, 0, 4)]
-        tt = [0.04, 0.07, 0.3][_randint(g, 0, 3)]
+        ts = [0.1, 0.2, 0.5, 1.0][randint(g, 0, 4)]
+        tt = [0.04, 0.07, 0.3][randint(g, 0, 3)]
         cases.append(Case((student, teacher, center, ts, tt),
                           label=f"n_s={n_s}, n_t={n_t}, B={b}, K={k}, student_temp={ts}, teacher_temp={tt}, "
                                 f"center {tuple(center.shape)}, {_name(dtype)}"))
@@ -375,7 +345,7 @@ def center_cases(seed: int = 0, n: int = 20) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        n_t, b, k = _randint(g, 1, 4), _randint(g, 1, 6), _randint(g, 2, 12)
+        n_t, b, k = randint(g, 1, 4), randint(g, 1, 6), randint(g, 2, 12)
         if i % 4 == 1:
             b = k
         dtype = torch.float64 if i % 2 == 0 else torch.float32
@@ -438,11 +408,11 @@ def reference_ema_result(teacher: nn.Module, student: nn.Module, momentum: float
 
 def _make_pair(g: torch.Generator, kind: int, dtype, teacher_grad: bool):
     state = torch.random.get_rng_state()
-    torch.manual_seed(_randint(g, 0, 2**31 - 1))
+    torch.manual_seed(randint(g, 0, 2**31 - 1))
     try:
         def build():
             if kind == 0:
-                return nn.Linear(_randint(g, 1, 5), _randint(g, 1, 5))
+                return nn.Linear(randint(g, 1, 5), randint(g, 1, 5))
             if kind == 1:
                 return nn.Sequential(nn.Linear(4, 6), nn.GELU(), nn.LayerNorm(6), nn.Linear(6, 3, bias=False))
             return nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.Flatten(), nn.Linear(12, 2))

@@ -25,10 +25,11 @@ import functools
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from course_lib.blocks import residual
 from course_lib.decoder_lm import next_token_loss, sample_next_token, swiglu
+from grader.cases import randint, stand_in_block
 from grader import Case, Mistake
 
 _BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
@@ -42,44 +43,12 @@ def _name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _randint(g: torch.Generator, low: int, high: int) -> int:
-    return int(torch.randint(low, high, (1,), generator=g))
-
-
 # --------------------------------------------------------------------------
 # Exercise: the pre-LN block
 # --------------------------------------------------------------------------
 def reference_pre_ln_block(x: Tensor, attn, mlp, norm1, norm2) -> Tensor:
     """``h = x + attn(norm1(x))``, then ``h + mlp(norm2(h))``."""
     return residual(residual(x, attn, norm1, "pre"), mlp, norm2, "pre")
-
-
-def _frozen(module: nn.Module) -> nn.Module:
-    for p in module.parameters():
-        p.requires_grad_(False)
-    return module.eval()
-
-
-def _block_modules(g: torch.Generator, n_tok: int, d: int):
-    state = torch.random.get_rng_state()
-    torch.manual_seed(_randint(g, 0, 2**31 - 1))
-    try:
-        # a stand-in for attention made only of torch modules: a dense map over all tokens' features
-        attn = nn.Sequential(nn.Flatten(-2, -1), nn.Linear(n_tok * d, n_tok * d), nn.Tanh(), nn.Unflatten(-1, (n_tok, d)))
-        mlp = nn.Sequential(nn.Linear(d, 3 * d), nn.GELU(), nn.Linear(3 * d, d))
-        norm1, norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        with torch.no_grad():
-            for m in list(attn) + list(mlp):
-                if isinstance(m, nn.Linear):
-                    m.weight.mul_(2.0)
-                    m.bias.normal_(0.0, 0.5)
-            for n in (norm1, norm2):
-                n.weight.uniform_(0.3, 2.5)
-                n.bias.normal_(0.0, 0.7)
-    finally:
-        torch.random.set_rng_state(state)
-    mods = [_frozen(m.double()) for m in (attn, mlp, norm1, norm2)]
-    return (*mods, "attn tanh(Linear over all tokens), mlp Linear-GELU-Linear, two affine LayerNorms")
 
 
 def _block_functions(d: int, kind: int):
@@ -103,12 +72,13 @@ def pre_ln_cases(seed: int = 0, n: int = 24) -> list[Case]:
     cases = []
     for i in range(n):
         batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
-        d = [2, 4, 8, 16][_randint(g, 0, 4)]
-        n_tok = _randint(g, 2, 7)
+        d = [2, 4, 8, 16][randint(g, 0, 4)]
+        n_tok = randint(g, 2, 7)
         dtype = torch.float64 if i % 2 == 0 else torch.float32
         x = (torch.randn(batch + (n_tok, d), generator=g, dtype=torch.float64) * 2.0 + 0.5).to(dtype)
         if dtype == torch.float64:
-            attn, mlp, norm1, norm2, what = _block_modules(g, n_tok, d)
+            attn, mlp, norm1, norm2 = stand_in_block(g, n_tok, d, 3 * d)
+            what = "attn tanh(Linear over all tokens), mlp Linear-GELU-Linear, two affine LayerNorms"
         else:
             attn, mlp, norm1, norm2, what = _block_functions(d, (i // 2) % 2)
         cases.append(Case((x, attn, mlp, norm1, norm2), label=f"x {tuple(x.shape)}, {_name(dtype)}, {what}"))
@@ -155,9 +125,9 @@ def swiglu_cases(seed: int = 0, n: int = 30) -> list[Case]:
     cases = []
     for i in range(n):
         batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
-        d = [1, 3, 4, 8, 12][_randint(g, 0, 5)] if i > 0 else 6
+        d = [1, 3, 4, 8, 12][randint(g, 0, 5)] if i > 0 else 6
         hidden = [d, 2 * d + 1, 5, (8 * d) // 3 + 1][i % 4]
-        n_tok = _randint(g, 1, 8)
+        n_tok = randint(g, 1, 8)
         if i % 3 == 1:
             n_tok = d  # a square token matrix: mixing the wrong axis still has the right shape
         shape = batch + (n_tok, d)
@@ -238,15 +208,15 @@ def rope_cases(seed: int = 0, n: int = 30) -> list[Case]:
     lead_shapes = [(), (2,), (2, 3), (1, 4)]
     for i in range(n):
         lead = lead_shapes[i % 4]
-        head_dim = [2, 4, 8, 16, 6][_randint(g, 0, 5)] if i > 0 else 8
-        seq = _randint(g, 1, 9)
+        head_dim = [2, 4, 8, 16, 6][randint(g, 0, 5)] if i > 0 else 8
+        seq = randint(g, 1, 9)
         dtype = torch.float64 if i % 2 == 0 else torch.float32
         x = torch.randn(lead + (seq, head_dim), generator=g, dtype=torch.float64).to(dtype)
         kind = i % 5
         if kind == 0:
             positions, what = torch.arange(seq), "positions 0..seq-1"
         elif kind == 1:
-            off = _randint(g, 1, 40)
+            off = randint(g, 1, 40)
             positions, what = torch.arange(off, off + seq), f"positions start at {off}"
         elif kind == 2:
             positions, what = torch.randperm(seq, generator=g) * 3, "positions shuffled and spaced by 3"
@@ -309,8 +279,8 @@ def loss_cases(seed: int = 0, n: int = 30) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        b, t = _randint(g, 1, 4), _randint(g, 2, 9)
-        v = [3, 5, 11, 17][_randint(g, 0, 4)]
+        b, t = randint(g, 1, 4), randint(g, 2, 9)
+        v = [3, 5, 11, 17][randint(g, 0, 4)]
         if i % 6 == 2:
             v = t  # vocabulary as long as the sequence: a transposed loss keeps the right shapes
         dtype = torch.float64 if i % 2 == 0 else torch.float32
@@ -387,7 +357,7 @@ def sample_cases(seed: int = 0, n: int = 40) -> list[Case]:
     cases = []
     temps = [1.0, 0.5, 2.0, 0.7, 1.5, 3.0]
     for i in range(n):
-        b, v = _randint(g, 2, 9), [4, 7, 10, 16][_randint(g, 0, 4)]
+        b, v = randint(g, 2, 9), [4, 7, 10, 16][randint(g, 0, 4)]
         dtype = torch.float64 if i % 2 == 0 else torch.float32
         logits = (torch.randn(b, v, generator=g, dtype=torch.float64) * 2.0).to(dtype)
         temperature = temps[i % len(temps)]
@@ -398,7 +368,7 @@ def sample_cases(seed: int = 0, n: int = 40) -> list[Case]:
             row = logits[0].sort(descending=True).values
             logits[0][logits[0] == row[top_k]] = row[top_k - 1]
             what = ", a tie at the k-th value in row 0"
-        gen = torch.Generator().manual_seed(_randint(g, 0, 2**31 - 1))
+        gen = torch.Generator().manual_seed(randint(g, 0, 2**31 - 1))
         cases.append(Case((logits, temperature, top_k, gen),
                           label=f"logits {tuple(logits.shape)}, temperature={temperature}, top_k={top_k}{what}, "
                                 f"{_name(dtype)}"))

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from course_lib.blocks import residual
 from course_lib.counting import layer_flops
+from grader.cases import frozen
 from grader import Case, Mistake
 from course_lib.counting import mlp_param_count
 
@@ -129,12 +130,6 @@ FFN_MISTAKES = [
 # --------------------------------------------------------------------------
 # Exercise: residual with the three norm positions
 # --------------------------------------------------------------------------
-def _frozen(module: nn.Module) -> nn.Module:
-    for p in module.parameters():
-        p.requires_grad_(False)
-    return module.eval()
-
-
 def _modules(g: torch.Generator, d: int, kind: int):
     """A float64 sublayer and norm: torch modules with fixed random weights."""
     torch_state = torch.random.get_rng_state()
@@ -156,7 +151,7 @@ def _modules(g: torch.Generator, d: int, kind: int):
             norm.bias.normal_(0.0, 0.5)
     finally:
         torch.random.set_rng_state(torch_state)
-    return _frozen(sub.double()), _frozen(norm.double()), label + ", norm LayerNorm (affine)"
+    return frozen(sub.double()), frozen(norm.double()), label + ", norm LayerNorm (affine)"
 
 
 def _functions(d: int, kind: int):

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import swin as S
+from grader.cases import frozen
 from grader import Case, ExerciseFailure, Mistake
 from grader.checker import call_learner
 
@@ -219,13 +220,6 @@ def patch_merging_reference(x: Tensor, h: int, w: int, norm: nn.Module, reductio
     return reduction(norm(S.merge_2x2(x, (h, w))[0]))
 
 
-def _frozen(module: nn.Module, dtype: torch.dtype) -> nn.Module:
-    module = module.to(dtype).eval()
-    for p in module.parameters():
-        p.requires_grad_(False)
-    return module
-
-
 def merging_cases(seed: int = 0, n: int = 16) -> list[Case]:
     """``(x, h, w, norm, reduction)``: even and odd sides, non-square maps, random norm and projection weights."""
     g = torch.Generator().manual_seed(seed)
@@ -245,7 +239,7 @@ def merging_cases(seed: int = 0, n: int = 16) -> list[Case]:
             norm.weight.copy_(1 + 0.5 * torch.randn(4 * c, generator=g))
             norm.bias.copy_(0.5 * torch.randn(4 * c, generator=g))
             reduction.weight.copy_(torch.randn(2 * c, 4 * c, generator=g) / math.sqrt(4 * c))
-        cases.append(Case((x, h, w, _frozen(norm, dtype), _frozen(reduction, dtype)),
+        cases.append(Case((x, h, w, frozen(norm.to(dtype)), frozen(reduction.to(dtype))),
                           label=f"x {tuple(x.shape)} with h={h}, w={w}, C={c}, {_name(dtype)}"))
     return cases
 

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.blocks import Block, BlockConfig
+from grader.cases import frozen
 from grader import Case, Mistake
 from course_lib.positional import resample_pos_embed
 
@@ -172,12 +173,6 @@ CLS_POS_MISTAKES = [
 # --------------------------------------------------------------------------
 # Exercise 4: the whole forward pass from given blocks
 # --------------------------------------------------------------------------
-def _frozen(module: nn.Module) -> nn.Module:
-    for p in module.parameters():
-        p.requires_grad_(False)
-    return module.eval()
-
-
 def vit_parts(g: torch.Generator, c: int, p: int, grid: tuple[int, int], dim: int, depth: int, heads: int,
               classes: int, dtype: torch.dtype):
     """Random frozen parts of a small ViT: ``(patch_proj, cls_token, pos_embed, blocks, norm, head)``."""
@@ -190,7 +185,7 @@ def vit_parts(g: torch.Generator, c: int, p: int, grid: tuple[int, int], dim: in
         for m in (proj, blocks, norm, head):
             for prm in m.parameters():
                 prm.add_(torch.randn(prm.shape, generator=g) * 0.3)
-    mods = [_frozen(m.to(dtype)) for m in (proj, blocks, norm, head)]
+    mods = [frozen(m.to(dtype)) for m in (proj, blocks, norm, head)]
     n = grid[0] * grid[1]
     cls = torch.randn(1, 1, dim, generator=g, dtype=torch.float64).to(dtype)
     pos = torch.randn(1, 1 + n, dim, generator=g, dtype=torch.float64).to(dtype)
