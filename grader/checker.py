@@ -15,6 +15,7 @@ test cell as partial credit.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
@@ -24,16 +25,27 @@ from .cases import Case, tensors_of
 from .compare import check_gradients, close, describe_diff, describe_value, same_value, value_tolerance
 from .diagnosis import Mistake, first_divergence, match_mistake, match_table_mistake, match_value_mistake
 from .failures import ExerciseFailure
-from .guards import forbid_calls
+from .guards import ShapeWatch, forbid_calls
+from .judge import current
 
 
 def call_learner(learner: Callable, case: Case, name: str, forbidden: Iterable[Callable] = (),
-                 allowed: Iterable[Any] = (), transparent: Iterable[Any] = ()) -> Any:
-    """The learner's result on one case, run under the guards; its errors become :class:`ExerciseFailure`."""
+                 allowed: Iterable[Any] = (), transparent: Iterable[Any] = (), watch: ShapeWatch | None = None) -> Any:
+    """The learner's result on one case, run under the guards; its errors become :class:`ExerciseFailure`.
+
+    ``watch``: a :class:`~grader.guards.ShapeWatch` to run the call inside (it
+    notes the shapes the learner's code builds).
+    """
     label = case.label or "a random case"
+    remote = current()
     try:
-        with forbid_calls(forbidden, exercise=name, allowed=allowed, transparent=transparent):
-            return learner(*case.args, **case.kwargs)
+        if remote is not None:  # the learner's code runs in the grading kernel: the guards go there with the call
+            with remote.guarding(name, forbidden, allowed, label, watch):
+                return learner(*case.args, **case.kwargs)
+        with watch or contextlib.nullcontext():
+            with forbid_calls(forbidden, exercise=name, allowed=allowed,
+                              transparent=tuple(transparent) + ((ShapeWatch,) if watch else ())):
+                return learner(*case.args, **case.kwargs)
     except ExerciseFailure:
         raise
     except NotImplementedError:
@@ -81,6 +93,7 @@ def check_function(
     check_grad: bool = False,
     allowed: Iterable[Any] = (),
     transparent: Iterable[Any] = (),
+    formulations: tuple[Callable, ...] = (),
 ) -> None:
     """Compare ``learner`` with ``reference`` on every case; raise :class:`ExerciseFailure` on the first mismatch.
 
@@ -89,7 +102,9 @@ def check_function(
     and (with ``check_grad``) the gradients with respect to every floating
     input. ``allowed`` names course_lib building blocks the learner is handed
     and may call; ``transparent`` the grader's own code between the checker
-    and the learner's (see :func:`~grader.guards.forbid_calls`).
+    and the learner's (see :func:`~grader.guards.forbid_calls`);
+    ``formulations`` other correct ways to compute the result, whose rounding
+    also counts in the tolerance (:func:`~grader.compare.value_tolerance`).
 
     Returns None on purpose: nbgrader reads a number left as the value of a
     test cell as partial credit.
@@ -126,7 +141,7 @@ def check_function(
                 f"{name} returned dtype {out.dtype}, expected {expected_dtype} ({label}). "
                 "Keep the dtype of the inputs; do not convert to another precision (or to float for a mask)."
             )
-        atol, rtol = value_tolerance(reference, pristine, ref64)
+        atol, rtol = value_tolerance(reference, pristine, ref64, formulations)
         if not close(out, ref64, atol, rtol):
             found = match_mistake(out, pristine, diagnoses, ref64)
             if torch.isnan(out).any() and not torch.isnan(ref64).any() and not found:

@@ -87,19 +87,30 @@ def case_dtype(case: Case, default: torch.dtype) -> torch.dtype:
     return next((t.dtype for t in tensors_of(case) if t.is_floating_point()), default)
 
 
-def value_tolerance(reference: Callable, case: Case, ref64: Tensor) -> tuple[float, float]:
-    """(atol, rtol) for one case's values: eight times the reference's own rounding error, floored."""
+def value_tolerance(reference: Callable, case: Case, ref64: Tensor,
+                    formulations: tuple[Callable, ...] = ()) -> tuple[float, float]:
+    """(atol, rtol) for one case's values: eight times the reference's own rounding error, floored.
+
+    ``formulations``: other correct ways to compute the same result whose
+    rounding differs in kind from the reference's (a softmax as
+    ``exp(s - logsumexp(s))`` rounds a quantity the size of the scores before
+    the exp); the largest rounding error among them and the reference counts.
+    """
     if not ref64.is_floating_point():
         return 0.0, 0.0
     dtype = case_dtype(case, ref64.dtype)
     eps = torch.finfo(dtype).eps
 
-    def evaluate(c: Case) -> list:
-        c = c.clone()
-        with torch.no_grad():
-            return [reference(*c.args, **c.kwargs).double()]
+    def evaluator(fn: Callable) -> Callable[[Case], list]:
+        def evaluate(c: Case) -> list:
+            c = c.clone()
+            with torch.no_grad():
+                return [fn(*c.args, **c.kwargs).double()]
+        return evaluate
 
-    (own_err,) = rounding_error(evaluate, case.in_float64(), dtype, exact=[ref64.double()])
+    case64 = case.in_float64()
+    own_err = max(rounding_error(evaluator(fn), case64, dtype, exact=[ref64.double()])[0]
+                  for fn in (reference, *formulations))
     finite = torch.isfinite(ref64)
     magnitude = float(ref64.abs()[finite].max()) if finite.any() else 1.0
     return max(8.0 * own_err, 16.0 * eps * max(1.0, magnitude)), 16.0 * eps

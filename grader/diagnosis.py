@@ -21,6 +21,7 @@ from torch import Tensor
 from .cases import Case
 from .compare import close, same_value
 from .guards import forbid_calls
+from .judge import current
 
 
 @dataclass
@@ -117,6 +118,12 @@ def _trace(fn: Callable, case: Case, labels: list[str], guard: dict | None = Non
     ``guard``: the keyword arguments of :func:`~grader.guards.forbid_calls` to run
     ``fn`` under (the learner's side); the recording hook is transparent to it.
     """
+    remote = current()
+    if remote is not None and fn is remote:  # the learner's code runs in the grading kernel: trace it there
+        guard = guard or {}
+        with remote.guarding(guard.get("exercise", "trace"), guard.get("forbidden", ()), guard.get("allowed", ()),
+                             case.label):
+            return remote.trace(case, labels)
     slots = _module_slots(fn, case)
     calls: list[tuple[str, Tensor | None]] = []
     handles = []

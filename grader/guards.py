@@ -20,12 +20,26 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
-import course_lib
-
 from .failures import ForbiddenCall
 
+
+def package_dir(name: str) -> str | None:
+    """The folder of an installed package, found without importing it (the grading kernel cannot import course_lib)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return os.path.abspath(list(spec.submodule_search_locations)[0])
+    return os.path.dirname(os.path.abspath(spec.origin)) if spec.origin else None
+
+
 #: code a learner's function may not run while it is checked: the reference model and the grader itself
-_REFERENCE_DIRS = (os.path.dirname(os.path.abspath(course_lib.__file__)), os.path.dirname(os.path.abspath(__file__)))
+_REFERENCE_DIRS = tuple(d for d in (package_dir("course_lib"), os.path.dirname(os.path.abspath(__file__))) if d)
 _THIS_FILE = os.path.abspath(__file__)  # the only grader code a learner's call may run: the guard itself
 
 
@@ -90,6 +104,24 @@ class _ForbidTorch(TorchFunctionMode):
                 "for you. Compute it yourself from basic tensor operations."
             )
         return func(*args, **(kwargs or {}))
+
+
+class ShapeWatch(TorchFunctionMode):
+    """Notes whether any torch routine run inside it returns a tensor whose last two axes are ``shape``.
+
+    For a contract a comparison cannot see: the full score matrix never built
+    (``(n_q, n_k)``) by attention computed over blocks of keys.
+    """
+
+    def __init__(self, shape: tuple[int, int]):
+        super().__init__()
+        self.shape, self.hit = tuple(shape), False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, Tensor) and out.ndim >= 2 and tuple(out.shape[-2:]) == self.shape:
+            self.hit = True
+        return out
 
 
 #: builtins a learner's function may not call while it is checked: they would blind the guard

@@ -18,6 +18,7 @@ grading iterate :func:`assignments` instead of editing notebook cells.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from .cases import Case, with_strided_layout
 from .checker import check_function, check_table
 from .diagnosis import Mistake
 from .failures import ExerciseFailure
+from .judge import RemoteLearner, judging
 
 
 #: how many cases of each comparison are repeated with their tensors in a non-contiguous layout
@@ -53,6 +55,9 @@ class Comparison:
         layouts: repeat the first cases with non-contiguous tensors. Off only where the result
             depends on the memory layout by design: ``torch.multinomial`` draws other tokens from
             the same probabilities stored with other strides.
+        formulations: other correct ways to compute the result whose rounding differs in kind
+            from the reference's (a softmax through ``logsumexp``); the tolerance allows the
+            largest rounding error among them.
     """
 
     reference: Callable
@@ -65,6 +70,7 @@ class Comparison:
     table: bool = False
     hard: tuple = ()
     layouts: bool = True
+    formulations: tuple = ()
 
     def run(self, learner: Callable, name: str, seed: int | None, transparent: tuple = ()) -> None:
         cases = list(self.cases(seed=self.seed if seed is None else seed))
@@ -74,7 +80,7 @@ class Comparison:
         strided = [c for c in map(with_strided_layout, cases) if c is not None][:STRIDED_CASES] if self.layouts else []
         hard = [make(c) for make in self.hard for c in cases[:HARD_CASES]]
         common = dict(name=name, diagnoses=self.mistakes, forbidden=self.forbidden, allowed=self.allowed,
-                      transparent=transparent)
+                      transparent=transparent, formulations=self.formulations)
         check_function(learner, self.reference, cases + strided, check_grad=self.check_grad, **common)
         if hard:  # their values: a saturated softmax's gradients are below what float64 rounding can resolve
             check_function(learner, self.reference, hard, check_grad=False, **common)
@@ -174,13 +180,16 @@ def check(slug: str, name: str, learner: Any, *, seed: int | None = None) -> Non
     as full marks for the test cell.
     """
     ex = exercise(slug, name)
-    if not callable(learner):
-        raise ExerciseFailure(f"{name} is not a function (got {type(learner).__name__}).")
+    remote = isinstance(learner, RemoteLearner)
+    if not (learner.is_callable if remote else callable(learner)):
+        kind = learner.type_name if remote else type(learner).__name__
+        raise ExerciseFailure(f"{name} is not a function (got {kind}).")
     fn = ex.adapt(learner) if ex.adapt else learner
     transparent = (fn,) if ex.adapt else ()
-    for step in ex.steps:
-        if isinstance(step, Comparison):
-            step.run(fn, name, seed, transparent)
-        else:
-            step(fn, name, seed)
+    with judging(learner) if remote else contextlib.nullcontext():
+        for step in ex.steps:
+            if isinstance(step, Comparison):
+                step.run(fn, name, seed, transparent)
+            else:
+                step(fn, name, seed)
     return None

@@ -12,15 +12,15 @@ what the learner's code cannot undo:
 
   - writing anywhere but the submission's own folder and the temporary folder,
   - reading the instructor's files: the course folder is closed except the
-    submission itself, ``course_lib``, the virtual environment and the public
-    ``exercises/`` and ``chapters/`` (so ``solutions/``, the gradebook and the
+    submission itself, the virtual environment, the grader's kernel side and
+    the public ``exercises/`` and ``chapters/`` (so ``solutions/``, the
+    reference ``course_lib``, the grader's assignments, the gradebook and the
     other students' work stay out of reach),
   - starting processes, sending signals, raising resource limits, and loading
     native libraries from outside the Python installation (``ctypes``);
 
 * a snapshot of the functions the checks rely on (``torch.allclose``,
-  ``numpy.allclose``, builtins, every ``course_lib`` and ``grader`` module,
-  ...), taken by the grader's one tamper detector (:mod:`grader.guards`). Each test
+  ``numpy.allclose``, builtins, the grader's kernel-side modules, ...), taken by the grader's one tamper detector (:mod:`grader.guards`). Each test
   cell starts with :data:`PROLOGUE`, which asks the hook, through
   ``sys.audit``, to compare them with the snapshot: a test cell that runs after
   the learner replaced one of them fails and says which.
@@ -67,18 +67,15 @@ _REFUSED_EVENTS = {
 }
 
 
-def _import_checked_packages() -> None:
-    """Every module the hidden tests can reach: course_lib (not interop: it pulls in transformers) and the grader."""
-    import course_lib
-    import grader
+#: the grader's modules the kernel loads: the runner and what it needs (never the assignments, never course_lib)
+KERNEL_MODULES = ("grader.failures", "grader.cases", "grader.compare", "grader.guards", "grader.diagnosis",
+                  "grader.judge", "grader.checker", "grader.runner")
 
-    for package in (course_lib, grader):
-        base = os.path.dirname(package.__file__)
-        for path in sorted(glob.glob(os.path.join(base, "*.py")) + glob.glob(os.path.join(base, "*", "*.py"))):
-            rel = os.path.relpath(os.path.splitext(path)[0], os.path.dirname(base)).replace(os.sep, ".")
-            if rel.endswith("__init__") or ".interop" in rel or rel.endswith(".autograde"):
-                continue
-            importlib.import_module(rel)
+
+def _import_checked_packages() -> None:
+    """The modules the kernel's side of grading runs (:mod:`grader.runner`), loaded before the fence closes."""
+    for name in KERNEL_MODULES:
+        importlib.import_module(name)
 
 
 def _real(path) -> str | None:
@@ -94,16 +91,20 @@ def _under(path: str, roots) -> bool:
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-def install(*, workdir: str, private_roots: list[str], public_roots: list[str], memory_mb: int | None = 4096) -> None:
+def install(*, workdir: str, private_roots: list[str], public_roots: list[str], memory_mb: int | None = 4096,
+            closed_roots: list[str] = (), exchange: str | None = None) -> None:
     """Fence this process in; runs once, first thing in the grading kernel.
 
     Args:
         workdir: the submission's folder (read and write).
         private_roots: folders closed to the learner (the course folder, the
             checkout course_lib is installed from), except ``public_roots``.
-        public_roots: folders inside them that stay readable (course_lib,
-            the virtual environment, exercises/, chapters/).
+        public_roots: folders inside them that stay readable (the virtual
+            environment, exercises/, chapters/, the grader's kernel side).
         memory_mb: address-space limit of the kernel, or None for none.
+        closed_roots: folders closed even inside a public one: the reference
+            (course_lib) and the grader's assignments (cases and mistakes).
+        exchange: the folder of the judge's requests and the kernel's replies (read and write).
     """
     import tempfile
 
@@ -120,7 +121,9 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
     workdir = os.path.realpath(workdir)
     temp = os.path.realpath(tempfile.gettempdir())
     private = [os.path.realpath(p) for p in private_roots]
-    readable = [workdir] + [os.path.realpath(p) for p in public_roots]
+    shared = [workdir] + ([os.path.realpath(exchange)] if exchange else [])
+    readable = shared + [os.path.realpath(p) for p in public_roots]
+    closed = [os.path.realpath(p) for p in closed_roots]
     native_ok = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
     snapshot = take_snapshot(between_cells=True)
 
@@ -135,12 +138,12 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
 
     def check_read(path):
         real = _real(path)
-        if real and _under(real, private) and not _under(real, readable):
+        if real and ((_under(real, private) and not _under(real, readable)) or _under(real, closed)):
             refuse(f"reading {real} (the instructor's files)")
 
     def check_write(path):
         real = _real(path)
-        if not real or _under(real, [workdir, "/dev/null"]):
+        if not real or _under(real, shared + ["/dev/null"]):
             return
         if _under(real, [temp]) and not _under(real, private):  # a course kept under /tmp stays closed
             return

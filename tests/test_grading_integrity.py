@@ -59,9 +59,23 @@ def _cheats(course: Path, port: int = 0) -> dict[str, dict[str, str]]:
             "import torch.nn.functional as F\n" + SDPA_HEAD +
             "    with torch._C.DisableTorchFunction():\n"
             "        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n")},
+        "patches_inside_its_functions": {
+            name: (f"def {name}({args}):\n"
+                   "    import sys, grader, grader.guards\n"
+                   "    sys.setprofile(None)\n"
+                   "    grader.guards.first_change = lambda snapshot: None\n"
+                   "    grader.check = lambda *a, **k: None\n"
+                   "    from course_lib import attention as reference\n"
+                   f"    return reference.{name}({args})\n")
+            for name, args in [("attention_scores", "q, k"), ("masked_softmax", "scores, mask=None"),
+                               ("causal_mask", "n"), ("scaled_dot_product_attention", "q, k, v, mask=None")]},
+        "patches_late": {"causal_mask": (
+            "import sys\n"
+            "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n"
+            "sys.setprofile(None)\n")},
         "deletes_a_test": {},  # handled below: its test_causal_mask cell is removed
         "exits": {"causal_mask": (
-            "import sys\ndef causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\nsys.exit(3)\n")},
+            "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\nraise SystemExit(3)\n")},
         "kills_its_kernel": {"causal_mask": "import os\nos._exit(1)\n"},
         "signals_its_kernel": {"causal_mask": (
             "import os, signal\ndef causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n"
@@ -142,19 +156,52 @@ def test_the_honest_submission_keeps_full_marks_in_the_sandbox(graded):
     assert scores["honest"] == FULL, res.stdout + res.stderr
 
 
-@pytest.mark.parametrize("student", ["patches_allclose", "patches_grading", "swaps_the_reference"])
+@pytest.mark.parametrize("student", ["patches_allclose", "patches_grading"])
 def test_patching_the_checks_scores_zero_for_the_exercise(graded, student):
     course, _, scores = graded
     assert scores[student]["test_attention_scores"] == 0
     assert "replaced" in error_of(autograded(course, student), "test_attention_scores")
 
 
-@pytest.mark.parametrize("student", ["blinds_the_profiler", "disables_torch_function"])
-def test_calling_the_reference_behind_the_guard_scores_zero(graded, student):
+@pytest.mark.parametrize("student, exercise", [("swaps_the_reference", "attention_scores"),
+                                               ("blinds_the_profiler", "scaled_dot_product_attention")])
+def test_the_reference_is_not_importable_in_the_grading_kernel(graded, student, exercise):
     course, _, scores = graded
+    assert scores[student][f"test_{exercise}"] == 0
+    error = error_of(autograded(course, student), exercise)
+    assert "course_lib" in error and ("ModuleNotFoundError" in error or "ImportError" in error), error
+
+
+def test_a_forbidden_routine_behind_the_guards_back_scores_zero(graded):
+    course, _, scores = graded
+    student = "disables_torch_function"
     assert scores[student]["test_scaled_dot_product_attention"] == 0
     assert scores[student]["test_attention_scores"] == 2
-    assert "ForbiddenCall" in error_of(autograded(course, student), "test_scaled_dot_product_attention")
+    error = error_of(autograded(course, student), "test_scaled_dot_product_attention")
+    assert "ForbiddenCall" in error and "scaled_dot_product_attention" in error, error
+
+
+def test_patching_from_inside_the_functions_scores_zero_for_every_exercise(graded):
+    """The functions switch the checks off from inside their own bodies, then call the reference.
+
+    The judge is out of their reach: the hidden tests run in the nbgrader
+    process, the kernel only runs the functions on the inputs it is sent, the
+    reference is not importable there, and the judge reads the source first.
+    """
+    course, _, scores = graded
+    assert scores["patches_inside_its_functions"] == {k: 0 for k in FULL}
+    nb = autograded(course, "patches_inside_its_functions")
+    for test in FULL:
+        error = error_of(nb, test)
+        # whichever layer answers first: the source read by the judge, the missing reference, the tamper check
+        assert any(w in error for w in ("ForbiddenCall", "course_lib", "replaced")), (test, error)
+
+
+def test_patching_at_a_cells_top_level_costs_that_exercise_and_every_later_one(graded):
+    course, _, scores = graded
+    assert scores["patches_late"] == {"test_attention_scores": 2, "test_masked_softmax": 3, "test_causal_mask": 0,
+                                      "test_scaled_dot_product_attention": 0}
+    assert "uses sys" in error_of(autograded(course, "patches_late"), "test_causal_mask")
 
 
 def test_a_deleted_test_cell_scores_zero_and_is_named(graded):
@@ -174,7 +221,7 @@ def test_the_kernel_gets_no_gradebook_credentials(graded):
     assert "no-url" in str(cell.outputs)
 
 
-def test_sys_exit_does_not_stop_grading(graded):
+def test_exiting_does_not_stop_grading(graded):
     _, _, scores = graded
     assert scores["exits"]["test_scaled_dot_product_attention"] == 3
     assert scores["exits"]["test_attention_scores"] == 2

@@ -112,3 +112,22 @@ def test_course_lib_never_imports_the_grader_and_the_grader_loads_nbgrader_only_
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_kernels_side_of_grading_imports_without_the_reference_or_the_assignments():
+    """Inside the fence neither course_lib nor grader.assignments exists: the runner must not need them."""
+    code = (
+        "import sys\n"
+        "class Closed:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'course_lib' or name.startswith(('course_lib.', 'grader.assignments')):\n"
+        "            raise ImportError(f'{name} is closed in the grading kernel')\n"
+        "sys.meta_path.insert(0, Closed())\n"
+        "from grader.sandbox import KERNEL_MODULES\n"
+        "import importlib\n"
+        "for name in KERNEL_MODULES: importlib.import_module(name)\n"
+        "import grader\n"
+        "assert not any(n.startswith(('course_lib', 'grader.assignments')) for n in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -381,17 +381,20 @@ CENTER_MISTAKES = [
 # Exercise: the EMA teacher
 # --------------------------------------------------------------------------
 def ema_result(ema_update: Callable) -> Callable:
-    """The learner's in-place update as a function of its result: ``(returned None, teacher after, student after)``.
+    """The learner's in-place update as a function of its result:
+    ``(returned None, teacher's parameters after, student's parameters after, teacher's buffers after)``.
 
     It works on copies, so every case starts from the same modules. The guards
     let this adapter through (it is the grader's); the learner's code it calls
-    is checked as always.
+    is checked as always. The buffers are in the result because the exercise
+    excludes them: BatchNorm's running statistics stay the teacher's own.
     """
     def result(teacher: nn.Module, student: nn.Module, momentum: float):
         teacher, student = copy.deepcopy(teacher), copy.deepcopy(student)
         returned = ema_update(teacher, student, momentum)
+        # inline, not through _params: the guards let this adapter's own code through, not what it calls
         return (returned is None, [p.detach().clone() for p in teacher.parameters()],
-                [p.detach().clone() for p in student.parameters()])
+                [p.detach().clone() for p in student.parameters()], [b.detach().clone() for b in teacher.buffers()])
     return result
 
 
@@ -399,11 +402,15 @@ def _params(module: nn.Module) -> list[Tensor]:
     return [p.detach().clone() for p in module.parameters()]
 
 
+def _buffers(module: nn.Module) -> list[Tensor]:
+    return [b.detach().clone() for b in module.buffers()]
+
+
 def reference_ema_result(teacher: nn.Module, student: nn.Module, momentum: float):
-    """``(True, teacher parameters after, student parameters)``: the reference side of the hidden test's wrapper."""
+    """``(True, teacher's parameters after, student's parameters, teacher's buffers)``: the reference side."""
     teacher, student = copy.deepcopy(teacher), copy.deepcopy(student)
     ema_update(teacher, student, momentum)
-    return (True, _params(teacher), _params(student))
+    return (True, _params(teacher), _params(student), _buffers(teacher))
 
 
 def _make_pair(g: torch.Generator, kind: int, dtype, teacher_grad: bool):
@@ -421,6 +428,9 @@ def _make_pair(g: torch.Generator, kind: int, dtype, teacher_grad: bool):
         with torch.no_grad():
             for p in student.parameters():
                 p.add_(torch.randn_like(p))
+            for b in student.buffers():  # running statistics of its own: averaging them too would show
+                if b.is_floating_point():
+                    b.add_(torch.rand_like(b) + 0.5)
     finally:
         torch.random.set_rng_state(state)
     teacher, student = teacher.to(dtype), student.to(dtype)
@@ -451,8 +461,19 @@ def _ema_variant(fn):
         with torch.no_grad():
             for pt, ps in zip(teacher.parameters(), student.parameters()):
                 pt.copy_(fn(pt, ps, m))
-        return (True, _params(teacher), _params(student))
+        return (True, _params(teacher), _params(student), _buffers(teacher))
     return variant
+
+
+def _ema_buffers_too(t: nn.Module, s: nn.Module, m: float):
+    teacher = copy.deepcopy(t)
+    with torch.no_grad():
+        for pt, ps in zip(teacher.parameters(), s.parameters()):
+            pt.copy_(m * pt + (1 - m) * ps)
+        for bt, bs in zip(teacher.buffers(), s.buffers()):
+            if bt.is_floating_point():
+                bt.copy_(m * bt + (1 - m) * bs)
+    return (True, _params(teacher), _params(s), _buffers(teacher))
 
 
 EMA_MISTAKES = [
@@ -464,11 +485,14 @@ EMA_MISTAKES = [
     Mistake("the teacher became a copy of the student: the update mixes both with the momentum.",
             _ema_variant(lambda t, s, m: s)),
     Mistake("the student was moved towards the teacher: update the teacher, leave the student as it is.",
-            lambda t, s, m: (True, _params(t), [m * ps + (1 - m) * pt for pt, ps in zip(_params(t), _params(s))])),
+            lambda t, s, m: (True, _params(t), [m * ps + (1 - m) * pt for pt, ps in zip(_params(t), _params(s))],
+                             _buffers(t))),
     Mistake("only the weights were updated: every parameter (biases, norm gains...) follows the student.",
             lambda t, s, m: (True, [m * pt + (1 - m) * ps if n.endswith("weight") else pt
                                     for (n, pt), ps in zip([(n, p.detach().clone()) for n, p in t.named_parameters()],
-                                                           _params(s))], _params(s))),
+                                                           _params(s))], _params(s), _buffers(t))),
+    Mistake("the teacher's buffers (BatchNorm's running statistics) were averaged too: the update covers the "
+            "parameters only (teacher.parameters()), buffers excluded.", _ema_buffers_too),
     Mistake("the function returned something: it works in place and returns None.",
             lambda t, s, m: (False,) + reference_ema_result(t, s, m)[1:]),
 ]

@@ -13,10 +13,10 @@ import math
 
 import torch
 from torch import Tensor
-from torch.overrides import TorchFunctionMode
 
 from grader import Case, ExerciseFailure, Mistake
 from grader.checker import call_learner
+from grader.guards import ShapeWatch
 
 _DTYPES = [torch.float32, torch.float64]
 
@@ -226,33 +226,34 @@ ONLINE_MISTAKES = [
 ]
 
 
-class _ShapeWatch(TorchFunctionMode):
-    def __init__(self, bad: tuple[int, int]):
-        super().__init__()
-        self.bad, self.hit = bad, False
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if isinstance(out, Tensor) and out.ndim >= 2 and tuple(out.shape[-2:]) == self.bad:
-            self.hit = True
-        return out
-
-
 def check_never_materialises(learner, name: str, seed: int | None = None) -> None:
     """Fail if ``learner(q, k, v, block_size)`` creates any tensor ending in ``(n_q, n_k)``
     (the full score matrix) when ``block_size < n_k``."""
     g = torch.Generator().manual_seed(84 if seed is None else seed)
     for n_q, n_k, d_k, d_v, block in [(5, 24, 4, 3, 6), (7, 30, 8, 6, 4), (16, 16, 3, 5, 5)]:
         q, k, v = (torch.randn(s, generator=g, dtype=torch.float64) for s in [(2, n_q, d_k), (2, n_k, d_k), (2, n_k, d_v)])
-        watch = _ShapeWatch((n_q, n_k))
-        with watch:  # the watch is grader code between the checker and the learner's: transparent to the guards
-            call_learner(learner, Case((q, k, v, block), label=f"n_q={n_q}, n_k={n_k}, block_size={block}"), name,
-                         transparent=(_ShapeWatch,))
+        watch = ShapeWatch((n_q, n_k))
+        call_learner(learner, Case((q, k, v, block), label=f"n_q={n_q}, n_k={n_k}, block_size={block}"), name,
+                     watch=watch)
         if watch.hit:
             raise ExerciseFailure(
                 f"{name} builds a tensor of shape (..., n_q, n_k) = (..., {n_q}, {n_k}) with block_size={block}: "
                 "that is the full score matrix the exercise avoids. Compute the scores one block of keys at a "
                 "time, (n_q, block_size), and keep only running statistics of shape (n_q, 1) and (n_q, d_v).")
+
+
+def attention_through_running_logsumexp(q: Tensor, k: Tensor, v: Tensor, block_size: int) -> Tensor:
+    """Attention over blocks of keys keeping one running log-sum-exp instead of a maximum and a sum: correct,
+    but it rounds a quantity the size of the scores before each exp, which the tolerance must allow."""
+    scale = q.shape[-1] ** -0.5
+    lse = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
+    out = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale
+        new = torch.logaddexp(lse, torch.logsumexp(s, dim=-1, keepdim=True))
+        out = out * torch.exp(lse - new) + torch.exp(s - new) @ v[..., start:start + block_size, :]
+        lse = new
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -278,7 +279,7 @@ ASSIGNMENT = Assignment("08-efficient-attention", "efficient_attention.ipynb", (
     )),
     Exercise("online_softmax_attention", 5, (
         Comparison(_reference.tiled_attention, online_cases, seed=84, mistakes=ONLINE_MISTAKES,
-                   forbidden=FUSED_ATTENTION + SOFTMAX),
+                   forbidden=FUSED_ATTENTION + SOFTMAX, formulations=(attention_through_running_logsumexp,)),
         check_never_materialises,
     )),
 ))

@@ -346,4 +346,11 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         scores = torch.where(mask, scores, float("-inf"))
     return torch.matmul(masked_softmax(scores), v)
 '''),
+    dict(exercise='masked_softmax', how="exp(s - logsumexp(s)): the log-sum-exp rounded at the scores' size before the exp", source='''
+def masked_softmax(scores, mask=None):
+    s = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1, keepdim=True)
+    out = torch.exp(s - lse)
+    return torch.nan_to_num(out, nan=0.0)
+'''),
 ]

@@ -400,4 +400,17 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o
 '''),
+    dict(exercise='online_softmax_attention', how='one running log-sum-exp per query (logaddexp) instead of a maximum and a sum', source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = q.shape[-1] ** -0.5
+    lse = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
+    o = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale
+        b = torch.logsumexp(s, dim=-1, keepdim=True)
+        new = torch.logaddexp(lse, b)
+        o = o * torch.exp(lse - new) + torch.exp(s - new) @ v[..., start:start + block_size, :]
+        lse = new
+    return o
+'''),
 ]

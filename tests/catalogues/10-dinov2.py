@@ -445,7 +445,17 @@ def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     n_t, n_s = ce.shape
     return ce[~torch.eye(n_t, n_s, dtype=torch.bool)].mean()
 '''),
+    dict(exercise="ema_update", mistake="averages the whole state_dict, buffers included",
+         diagnosis="Likely mistake: the teacher's buffers (BatchNorm's running statistics) were averaged too",
+         source='''
+def ema_update(teacher, student, momentum):
+    with torch.no_grad():
+        for t, s in zip(teacher.state_dict().values(), student.state_dict().values()):
+            if t.is_floating_point():
+                t.mul_(momentum).add_(s, alpha=1 - momentum)
+'''),
 ]
+
 
 # Correct implementations written differently from the reference solution: each must keep full marks.
 RIGHT = [

@@ -1,0 +1,158 @@
+"""The kernel's side of a grading run: call the learner's function on the inputs the judge sends, return the outputs.
+
+Under ``make grade`` the hidden tests do not run in the learner's kernel. The
+judge (:mod:`grader.judge`, in the nbgrader process) draws the cases, computes
+the reference's results and compares; the kernel only receives inputs and
+returns outputs, through files in a folder both can see. This module is all
+of the grader the kernel needs: it holds no reference and no expected value,
+and neither :mod:`course_lib` nor :mod:`grader.assignments` is visible inside
+the fence.
+
+A request is a dict written by the judge with :func:`torch.save`; the reply is
+written here and read by the judge with ``torch.load(weights_only=True)``, so
+it can only hold tensors, numbers, strings and containers of them: whatever
+the learner's code does in this process, the judge reads data, never code.
+
+The guards of :mod:`grader.guards` still watch each call (a forbidden routine,
+a patched function); they are a second line. The first is that nothing here
+decides a grade.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .cases import Case, tensors_of
+from .checker import call_learner
+from .diagnosis import _trace
+from .failures import ExerciseFailure, ForbiddenCall
+from .guards import ShapeWatch
+from .judge import OPAQUE, resolve
+
+#: outputs kept for a later backward request, by handle: (output, the inputs that require grad)
+_GRAPHS: dict[int, tuple[Tensor, list[Tensor]]] = {}
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """The value as data the judge may load: tensors detached, containers rebuilt, anything else by its type's name."""
+    if depth > 20:
+        return {OPAQUE: "a structure nested too deeply"}
+    if isinstance(value, Tensor):
+        return value.detach()
+    if value is None or type(value) in (bool, int, float, complex, str, bytes):
+        return value
+    if isinstance(value, (torch.dtype, torch.device)):
+        return value
+    if type(value) in (list, tuple):
+        return type(value)(_plain(v, depth + 1) for v in value)
+    if type(value) is torch.Size:
+        return tuple(value)
+    if type(value) in (dict, OrderedDict):
+        return {_plain(k, depth + 1): _plain(v, depth + 1) for k, v in value.items()}
+    return {OPAQUE: type(value).__name__}
+
+
+def _state(value: Any) -> Any:
+    """An argument after the call, as the judge needs it to see in-place changes: tensors, module states, generators."""
+    if isinstance(value, Tensor):
+        return value.detach().clone()
+    if isinstance(value, torch.nn.Module):
+        return {k: v.detach().clone() for k, v in value.state_dict().items()}
+    if isinstance(value, torch.Generator):
+        return value.get_state()
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (Tensor, torch.nn.Module)) for v in value):
+        return [_state(v) for v in value]
+    return None
+
+
+def _function(name: str):
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    namespace = shell.user_ns if shell is not None else globals()
+    if name not in namespace:
+        raise ExerciseFailure(f"{name} is not defined: run the cell that defines it (or do not rename it).")
+    return namespace[name]
+
+
+def describe(name: str) -> dict:
+    """What the judge needs to know of the learner's object before calling it."""
+    import inspect
+
+    try:
+        fn = _function(name)
+    except ExerciseFailure as exc:
+        return {"missing": str(exc)}
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return {"callable": callable(fn), "type": type(fn).__name__, "params": params}
+
+
+def call(name: str, case: Case, exercise: str, forbidden: list[str], allowed: list[str],
+         watch: tuple[int, int] | None = None) -> dict:
+    """Run the learner's function on one case under the guards; its output, and its inputs as they are after the call.
+
+    ``watch``: a shape ``(a, b)``; the reply says whether the learner's code
+    built a tensor whose last two axes are that shape.
+    """
+    fn = _function(name)
+    watcher = ShapeWatch(watch) if watch is not None else None
+    try:
+        out = call_learner(fn, case, exercise, [resolve(f) for f in forbidden], [resolve(a) for a in allowed],
+                           watch=watcher)
+    except ForbiddenCall as exc:
+        return {"failure": str(exc), "forbidden": True}
+    except ExerciseFailure as exc:
+        return {"failure": str(exc)}
+    values = list(case.args) + list(case.kwargs.values())
+    same = next((i for i, v in enumerate(values) if out is v and not isinstance(v, (int, float, str, bool))), None)
+    reply = {"out": _plain(out), "same_as": same, "after": [_state(v) for v in values],
+             "requires_grad": isinstance(out, Tensor) and out.requires_grad,
+             "watched": bool(watcher and watcher.hit)}
+    if reply["requires_grad"]:
+        handle = len(_GRAPHS) + 1
+        _GRAPHS[handle] = (out, [t for t in tensors_of(case) if t.requires_grad])
+        reply["handle"] = handle
+    return reply
+
+
+def backward(handle: int, upstream: Tensor) -> dict:
+    """The gradients of ``(out * upstream).sum()`` with respect to the inputs that require grad (None where unused)."""
+    out, inputs = _GRAPHS.pop(handle)
+    try:
+        grads = torch.autograd.grad(out, inputs, grad_outputs=upstream.to(out.dtype), allow_unused=True)
+    except Exception as exc:  # noqa: BLE001 - the learner's graph, reported to the judge
+        return {"failure": f"computing the gradient of your result raised {type(exc).__name__}: {exc}"}
+    return {"grads": [None if g is None else g.detach() for g in grads]}
+
+
+def trace(name: str, case: Case, labels: list[str], exercise: str, forbidden: list[str], allowed: list[str]) -> dict:
+    """The inputs each handed-over module receives while the learner's function runs (for the first divergence)."""
+    fn = _function(name)
+    guard = dict(forbidden=[resolve(f) for f in forbidden], exercise=exercise, allowed=[resolve(a) for a in allowed])
+    return {"calls": [(label, None if t is None else t.detach()) for label, t in _trace(fn, case, labels, guard)]}
+
+
+def release() -> dict:
+    _GRAPHS.clear()
+    return {}
+
+
+def serve(request_path: str, reply_path: str) -> None:
+    """Answer one request of the judge: read it, run it, write the reply (errors included) for the judge to read."""
+    try:
+        request = torch.load(request_path, weights_only=False)
+        kind = request.pop("kind")
+        handler = {"describe": describe, "call": call, "backward": backward, "trace": trace, "release": release}[kind]
+        reply = handler(**request)
+    except ExerciseFailure as exc:
+        reply = {"failure": str(exc)}
+    except BaseException as exc:  # noqa: BLE001 - whatever happened, the judge gets an answer
+        reply = {"failure": f"the grader could not run your function: {type(exc).__name__}: {exc}"}
+    torch.save(reply, reply_path)
