@@ -15,7 +15,14 @@ reference in :mod:`course_lib` over many random cases. One module each for:
 * :mod:`grader.checker`: the checker that runs a learner's function on the cases;
 * :mod:`grader.guards`: forbidden routines, the reference out of bounds, the tamper detector;
 * :mod:`grader.sandbox`: the fence around the grading kernel;
+* :mod:`grader.judge`: the learner's function as a proxy in another process (the judge's side of ``make grade``);
+* :mod:`grader.runner`: the kernel's side: runs the learner's function on the inputs the judge sends;
+* :mod:`grader.static`: what a submission's source shows, read by the judge before any of it runs;
 * :mod:`grader.autograde`: the nbgrader integration (imports nbgrader; loaded by ``nbgrader_config.py`` only).
+
+Under ``make grade`` the hidden tests run in the nbgrader process, out of the
+learner's reach: the kernel only receives inputs and returns outputs, and
+neither :mod:`course_lib` nor :mod:`grader.assignments` is visible in it.
 
 Its own dependencies are declared as the ``grader`` extra of the project
 (``pip install -e '.[grader]'``); :mod:`course_lib` never imports it.

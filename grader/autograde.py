@@ -384,7 +384,7 @@ class GuardedExecute(Execute):
                 continue
             if msg.get("parent_header", {}).get("msg_id") == msg_id:
                 if interrupted:
-                    raise _TooSlow(f"your function ran longer than {self.timeout or 60} s on one hidden case "
+                    raise _TooSlow(f"your function ran longer than {self.timeout or 60} s on the hidden cases "
                                    "and was stopped: this exercise scores zero")
                 return
 

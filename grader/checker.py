@@ -26,7 +26,7 @@ from .compare import check_gradients, close, describe_diff, describe_value, same
 from .diagnosis import Mistake, first_divergence, match_mistake, match_table_mistake, match_value_mistake
 from .failures import ExerciseFailure
 from .guards import ShapeWatch, forbid_calls
-from .judge import current
+from .judge import RemoteLearner, current
 
 
 def call_learner(learner: Callable, case: Case, name: str, forbidden: Iterable[Callable] = (),
@@ -113,12 +113,16 @@ def check_function(
     if not callable(learner):
         raise ExerciseFailure(f"{name} is not a function (got {type(learner).__name__}).")
     forbidden = tuple(forbidden)
+    prepared = []
     for case in cases:
-        label = case.label or "a random case"
-        pristine = case.clone()
         mine = case.clone()
         if check_grad:
             mine = mine.map_tensors(lambda t: t.requires_grad_(True) if t.is_floating_point() else t)
+        prepared.append((case, case.clone(), mine))
+    if isinstance(learner, RemoteLearner):  # one trip to the grading kernel for every case (and its gradients)
+        learner.prefetch([mine for _, _, mine in prepared], name, forbidden, allowed, gradients=check_grad)
+    for case, pristine, mine in prepared:
+        label = case.label or "a random case"
         out = call_learner(learner, mine, name, forbidden, allowed, transparent)
         with torch.no_grad():
             expected = reference(*pristine.clone().args, **pristine.clone().kwargs)
@@ -183,6 +187,8 @@ def check_table(learner: Callable, reference: Callable, cases: Sequence[Case], *
     name = name or getattr(learner, "__name__", "your function")
     if not callable(learner):
         raise ExerciseFailure(f"{name} is not a function (got {type(learner).__name__}).")
+    if isinstance(learner, RemoteLearner):
+        learner.prefetch(list(cases), name, (), ())
     for case in cases:
         label = case.label or "a random case"
         out = call_learner(learner, case, name)

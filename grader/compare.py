@@ -116,6 +116,11 @@ def value_tolerance(reference: Callable, case: Case, ref64: Tensor,
     return max(8.0 * own_err, 16.0 * eps * max(1.0, magnitude)), 16.0 * eps
 
 
+def upstream_gradient(shape) -> Tensor:
+    """The fixed random upstream gradient the gradient check sends back through a result of this shape."""
+    return torch.randn(tuple(shape), generator=torch.Generator().manual_seed(1234), dtype=torch.float64)
+
+
 def reference_grads(reference: Callable, case: Case, upstream: Tensor) -> list[Tensor | None]:
     """Gradients of ``(reference(case) * upstream).sum()`` with respect to the case's floating inputs."""
     inp = case.map_tensors(lambda t: t.detach().clone().requires_grad_(True) if t.is_floating_point() else t)
@@ -129,8 +134,7 @@ def check_gradients(name: str, out: Tensor, mine: Case, reference: Callable, cas
     inputs = [t for t in tensors_of(mine) if t.is_floating_point()]
     if not out.requires_grad:
         raise ExerciseFailure(f"{name}'s result is cut off from the autograd graph ({label}): avoid .detach(), .data or numpy.")
-    g = torch.Generator().manual_seed(1234)
-    upstream = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    upstream = upstream_gradient(out.shape)
     grads = torch.autograd.grad((out * upstream.to(out.dtype)).sum(), inputs, allow_unused=True)
     ref_inputs = [t for t in tensors_of(case64) if t.is_floating_point()]
     ref_grads = reference_grads(reference, case64, upstream)

@@ -20,6 +20,7 @@ decides a grade.
 
 from __future__ import annotations
 
+import numbers
 from collections import OrderedDict
 from typing import Any
 
@@ -28,6 +29,7 @@ from torch import Tensor
 
 from .cases import Case, tensors_of
 from .checker import call_learner
+from .compare import upstream_gradient
 from .diagnosis import _trace
 from .failures import ExerciseFailure, ForbiddenCall
 from .guards import ShapeWatch
@@ -47,6 +49,8 @@ def _plain(value: Any, depth: int = 0) -> Any:
         return value
     if isinstance(value, (torch.dtype, torch.device)):
         return value
+    if isinstance(value, numbers.Number) and hasattr(value, "item"):  # a numpy scalar compares as the number it is
+        return value.item()
     if type(value) in (list, tuple):
         return type(value)(_plain(v, depth + 1) for v in value)
     if type(value) is torch.Size:
@@ -122,6 +126,26 @@ def call(name: str, case: Case, exercise: str, forbidden: list[str], allowed: li
     return reply
 
 
+def call_many(name: str, cases: list[Case], exercise: str, forbidden: list[str], allowed: list[str],
+              gradients: bool = False) -> dict:
+    """:func:`call` on every case; with ``gradients``, each result's backward pass for the gradient check's
+    upstream gradient too (the graph is kept, should the judge send another)."""
+    replies = []
+    for case in cases:
+        reply = call(name, case, exercise, forbidden, allowed)
+        if gradients and reply.get("requires_grad"):
+            out, inputs = _GRAPHS[reply["handle"]]
+            upstream = upstream_gradient(out.shape).to(out.dtype)
+            try:
+                grads = torch.autograd.grad(out, inputs, grad_outputs=upstream, allow_unused=True, retain_graph=True)
+                reply["grads"] = [None if g is None else g.detach() for g in grads]
+            except Exception as exc:  # noqa: BLE001 - the learner's graph, reported to the judge
+                reply["grads_failure"] = f"computing the gradient of your result raised {type(exc).__name__}: {exc}"
+            reply["upstream"] = upstream
+        replies.append(reply)
+    return {"replies": replies}
+
+
 def backward(handle: int, upstream: Tensor) -> dict:
     """The gradients of ``(out * upstream).sum()`` with respect to the inputs that require grad (None where unused)."""
     out, inputs = _GRAPHS.pop(handle)
@@ -149,7 +173,8 @@ def serve(request_path: str, reply_path: str) -> None:
     try:
         request = torch.load(request_path, weights_only=False)
         kind = request.pop("kind")
-        handler = {"describe": describe, "call": call, "backward": backward, "trace": trace, "release": release}[kind]
+        handler = {"describe": describe, "call": call, "call_many": call_many, "backward": backward, "trace": trace,
+                   "release": release}[kind]
         reply = handler(**request)
     except ExerciseFailure as exc:
         reply = {"failure": str(exc)}

@@ -16,8 +16,9 @@ what the learner's code cannot undo:
     the public ``exercises/`` and ``chapters/`` (so ``solutions/``, the
     reference ``course_lib``, the grader's assignments, the gradebook and the
     other students' work stay out of reach),
-  - starting processes, sending signals, raising resource limits, and loading
-    native libraries from outside the Python installation (``ctypes``);
+  - starting processes, sending signals (but SIGINT to itself, how the
+    kernel answers an interrupt request), raising resource limits, and
+    loading native libraries from outside the Python installation (``ctypes``);
 
 * a snapshot of the functions the checks rely on (``torch.allclose``,
   ``numpy.allclose``, builtins, the grader's kernel-side modules, ...), taken by the grader's one tamper detector (:mod:`grader.guards`). Each test
@@ -76,6 +77,16 @@ def _import_checked_packages() -> None:
     """The modules the kernel's side of grading runs (:mod:`grader.runner`), loaded before the fence closes."""
     for name in KERNEL_MODULES:
         importlib.import_module(name)
+
+
+def _interrupts_itself(event: str, args: tuple) -> bool:
+    """SIGINT to the kernel's own process (or its own process group): ipykernel's answer to an interrupt request."""
+    import signal
+
+    if len(args) < 2 or args[1] != signal.SIGINT:
+        return False
+    own = os.getpid() if event == "os.kill" else os.getpgid(0)
+    return args[0] == own
 
 
 def _real(path) -> str | None:
@@ -173,6 +184,8 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
             for i in _PATH_READ_EVENTS[event]:
                 if i < len(args):
                     check_read(args[i] if args[i] is not None else ".")
+        elif event in ("os.kill", "os.killpg") and _interrupts_itself(event, args):
+            return  # how the kernel interrupts itself when asked (a cell past its time limit): allowed
         elif event in _REFUSED_EVENTS and _REFUSED_EVENTS[event]:
             refuse(_REFUSED_EVENTS[event])
         elif event == "ctypes.dlopen":

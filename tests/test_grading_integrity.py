@@ -73,6 +73,9 @@ def _cheats(course: Path, port: int = 0) -> dict[str, dict[str, str]]:
             "import sys\n"
             "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n"
             "sys.setprofile(None)\n")},
+        "loops_on_hidden_cases": {"causal_mask": (
+            "def causal_mask(n):\n    while n > 4:\n        pass\n"
+            "    return torch.ones(n, n, dtype=torch.bool).tril()\n")},
         "deletes_a_test": {},  # handled below: its test_causal_mask cell is removed
         "exits": {"causal_mask": (
             "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\nraise SystemExit(3)\n")},
@@ -219,6 +222,12 @@ def test_the_kernel_gets_no_gradebook_credentials(graded):
     (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "causal_mask"]
     assert "postgresql://" not in str(cell.outputs) and "hunter2" not in str(cell.outputs)
     assert "no-url" in str(cell.outputs)
+
+
+def test_a_function_that_never_returns_on_the_hidden_cases_is_stopped_and_grading_goes_on(graded):
+    course, _, scores = graded
+    assert scores["loops_on_hidden_cases"] == {**FULL, "test_causal_mask": 0}
+    assert "ran longer than" in error_of(autograded(course, "loops_on_hidden_cases"), "test_causal_mask")
 
 
 def test_exiting_does_not_stop_grading(graded):

@@ -106,7 +106,8 @@ def test_what_the_kernel_returns_is_read_as_data_and_named_when_it_is_not():
                    "def as_numpy(x):\n    return x.numpy()\n"
                    "def same(x):\n    return x\n"
                    "def scaled(x):\n    return x * 2\n"
-                   "def in_place(x):\n    x.mul_(2)\n    return x.clone()\n")
+                   "def in_place(x):\n    x.mul_(2)\n    return x.clone()\n"
+                   "def numpy_ints(x):\n    return (numpy.int64(1), [numpy.float32(0.5)])\n")
         channel = FileChannel(kernel.folder, kernel.run)
         x = torch.arange(4.0)
         out = RemoteLearner(channel, "as_numpy")(x)
@@ -116,6 +117,7 @@ def test_what_the_kernel_returns_is_read_as_data_and_named_when_it_is_not():
         y = torch.arange(4.0)
         RemoteLearner(channel, "in_place")(y)
         assert torch.equal(y, torch.arange(4.0) * 2)  # an in-place change shows on the judge's copy
+        assert RemoteLearner(channel, "numpy_ints")(x) == (1, [0.5])  # numpy scalars compare as the numbers
         with pytest.raises(ExerciseFailure, match="not defined"):
             RemoteLearner(channel, "missing")
     finally:

@@ -100,6 +100,11 @@ def test_a_contract_step_runs_the_learners_code_under_the_guards():
         torch.allclose = original
 
 
+def in_a_fresh_python(code: str) -> None:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_course_lib_never_imports_the_grader_and_the_grader_loads_nbgrader_only_for_autograde():
     code = (
         "import importlib, pkgutil, sys, course_lib\n"
@@ -110,8 +115,7 @@ def test_course_lib_never_imports_the_grader_and_the_grader_loads_nbgrader_only_
         "grader.registry.assignments()\n"
         "assert 'nbgrader' not in sys.modules, 'the grader imports nbgrader outside grader.autograde'\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
+    in_a_fresh_python(code)
 
 
 def test_the_kernels_side_of_grading_imports_without_the_reference_or_the_assignments():
@@ -129,5 +133,4 @@ def test_the_kernels_side_of_grading_imports_without_the_reference_or_the_assign
         "import grader\n"
         "assert not any(n.startswith(('course_lib', 'grader.assignments')) for n in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
+    in_a_fresh_python(code)
