@@ -148,8 +148,8 @@ def test_the_cache_key_changes_with_a_dependency_and_only_then(tmp_path, monkeyp
 def test_the_book_reads_notebooks_through_the_keyed_reader_and_loads_no_thebe():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]
     assert config["config"]["nb_custom_formats"] == {".ipynb": "course_book.read_notebook"}
-    assert config["local_extensions"] == {"course_book": "tools/"}
-    assert "course_book" in config["config"]["extensions"]
+    assert config["local_extensions"] == {"course_book": "tools/", "diagrams": "tools/"}
+    assert "course_book" in config["config"]["extensions"] and "diagrams" in config["config"]["extensions"]
     assert "sphinx_thebe" not in config["config"]["extensions"]
 
 
