@@ -16,15 +16,24 @@ from nbtools import ROOT
 from tools.diagrams import MIN_ALT, render
 from tools.diagrams.figures import DIAGRAMS
 
-DIRECTIVE = re.compile(r"```\{diagram\}\s+(\S+)\s*\n((?::\w+:.*\n)*)", re.M)
+DIRECTIVE = re.compile(r"^```\{diagram\}\s+(\S+)\s*\n((?::\w+:.*\n)*)", re.M)
+
+
+def book_pages() -> list:
+    """The pages ``_toc.yml`` puts in the book (a README's example of the directive is not one)."""
+    files = re.findall(r"^\s*(?:root|-\s*file):\s*(\S+)", (ROOT / "_toc.yml").read_text(), re.M)
+    pages = []
+    for name in files:
+        found = [ROOT / f"{name}{suffix}" for suffix in (".ipynb", ".md") if (ROOT / f"{name}{suffix}").exists()]
+        assert found, f"_toc.yml names {name}, which is neither a notebook nor a markdown page"
+        pages.append(found[0])
+    return pages
 
 
 def placed() -> list[tuple[str, str, dict[str, str]]]:
     """(page, diagram name, options) for every ``{diagram}`` directive of the book's pages."""
     out = []
-    pages = sorted((ROOT / "chapters").glob("*/*.ipynb")) + sorted(ROOT.glob("*.md")) + sorted(
-        (ROOT / "chapters").glob("*/*.md"))
-    for page in pages:
+    for page in book_pages():
         if page.suffix == ".ipynb":
             text = "\n".join(c.source for c in nbformat.read(page, as_version=4).cells if c.cell_type == "markdown")
         else:
