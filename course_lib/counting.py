@@ -16,12 +16,17 @@ projections and the two products), :func:`sdpa_flops` (the two products of one
 head), :func:`score_matrix_bytes`, :func:`kv_cache_bytes`,
 :func:`attention_matrix_entries` (global against windowed, chapter 11).
 MLP and block: :func:`mlp_param_count`, :func:`mlp_flops`, :func:`layer_flops`.
+Swin (chapter 11), in the paper's unit, multiply-adds: :func:`swin_attention_macs` (its
+``Omega(MSA)`` and ``Omega(W-MSA)``), :func:`swin_block_macs`, :func:`patch_merging_macs`.
+Measured counts: :func:`count_flops` runs a model under PyTorch's FLOP counter.
 """
 
 from __future__ import annotations
 
 __all__ = ["mha_param_count", "mha_flops", "sdpa_flops", "score_matrix_bytes", "kv_cache_bytes",
-           "attention_matrix_entries", "mlp_param_count", "mlp_flops", "layer_flops"]
+           "attention_matrix_entries", "mlp_param_count", "mlp_flops", "layer_flops",
+           "swin_attention_macs", "swin_block_macs", "patch_merging_macs", "count_flops",
+           "vit_flops", "mae_flops"]
 
 
 # --------------------------------------------------------------------------
@@ -146,3 +151,147 @@ def layer_flops(n_tokens: int, dim: int, mlp_hidden: int | None = None) -> dict[
     """
     mlp_hidden = 4 * dim if mlp_hidden is None else mlp_hidden
     return {**mha_flops(n_tokens, dim), "ffn": mlp_flops(n_tokens, dim, mlp_hidden)}
+
+
+# --------------------------------------------------------------------------
+# Swin (chapter 11): the paper's cost formulas, in multiply-adds
+# --------------------------------------------------------------------------
+def _check_positive(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r}: a size must be a positive int")
+
+
+def swin_attention_macs(h: int, w: int, dim: int, window_size: int | None = None) -> dict[str, int]:
+    """Multiply-adds of one multi-head self-attention over an ``h x w`` map of ``dim`` channels.
+
+    The Swin paper's eq. (1) and (2) (Liu et al., 2021, sec. 3.2), with ``C = dim``
+    and ``M = window_size``::
+
+        Omega(MSA)   = 4 h w C^2 + 2 (h w)^2 C     (window_size=None: global attention)
+        Omega(W-MSA) = 4 h w C^2 + 2 M^2 h w C
+
+    returned by part: ``"projections"`` (Q, K, V and the output projection,
+    ``4 h w C^2``) and ``"attention"`` (``Q K^T`` and weights times ``V``). As in
+    the paper, softmax, biases, the position bias and the mask are left out; a
+    multiply-add is one unit here (2 FLOPs in :func:`mha_flops`, which gives
+    twice these numbers for the global case). The number of heads does not
+    matter. A shifted window (SW-MSA) costs the same as W-MSA: rolling keeps
+    the number of windows. ``h`` and ``w`` must be multiples of ``M`` (the
+    paper's assumption; a model pads to one first, see
+    :class:`~course_lib.swin.WindowAttention`).
+    """
+    _check_positive(h=h, w=w, dim=dim)
+    n = h * w
+    if window_size is None:
+        return {"projections": 4 * n * dim * dim, "attention": 2 * n * n * dim}
+    _check_positive(window_size=window_size)
+    if h % window_size or w % window_size:
+        raise ValueError(f"an {h}x{w} map does not divide into windows of {window_size}x{window_size}: "
+                         f"h and w must be multiples of window_size (pad the map first)")
+    return {"projections": 4 * n * dim * dim, "attention": 2 * window_size * window_size * n * dim}
+
+
+def swin_block_macs(h: int, w: int, dim: int, window_size: int, mlp_hidden: int) -> dict[str, int]:
+    """Multiply-adds of one Swin block (:func:`~course_lib.swin.swin_block`) on an ``h x w`` map.
+
+    :func:`swin_attention_macs` with windows, plus the MLP's two matrices,
+    ``"mlp": 2 h w C mlp_hidden``. Norms, activations and residual adds are left
+    out. ``window_size`` is the window the block runs: on a map no larger than
+    the window it is the map itself (:func:`~course_lib.swin.fit_window`).
+    """
+    _check_positive(mlp_hidden=mlp_hidden)
+    return {**swin_attention_macs(h, w, dim, window_size), "mlp": 2 * h * w * dim * mlp_hidden}
+
+
+def patch_merging_macs(h: int, w: int, dim: int) -> int:
+    """Multiply-adds of :class:`~course_lib.swin.PatchMerging` on an ``h x w`` map of ``dim`` channels.
+
+    Each of the ``ceil(h/2) ceil(w/2)`` merged tokens maps ``4C`` channels to
+    ``2C``: ``ceil(h/2) ceil(w/2) * 8 C^2``, that is ``2 h w C^2`` for even sides.
+    """
+    _check_positive(h=h, w=w, dim=dim)
+    return -(-h // 2) * -(-w // 2) * 8 * dim * dim
+
+
+def count_flops(model, *inputs, **kwargs) -> int:
+    """FLOPs of ``model(*inputs, **kwargs)`` as PyTorch's ``FlopCounterMode`` counts them (2 per multiply-add).
+
+    The counter sees matrix products and convolutions, not element-wise work.
+    On a CPU it does not see inside the fused attention kernel (the
+    ``attn_impl="sdpa"`` path), so every submodule with an ``attn_impl`` is
+    switched to ``"eager"`` for the count and switched back afterwards; the
+    result is then the same on every device. Runs without gradients; inputs on
+    the ``meta`` device give the count without computing anything, for models
+    whose forward does not read values. ``model`` must be an ``nn.Module``.
+    """
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"count_flops needs an nn.Module (its attention is switched to the eager path), "
+                        f"got {type(model).__name__}")
+    switched = [m for m in model.modules() if getattr(m, "attn_impl", None) == "sdpa"]
+    for m in switched:
+        m.attn_impl = "eager"
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(*inputs, **kwargs)
+    finally:
+        for m in switched:
+            m.attn_impl = "sdpa"
+    return counter.get_total_flops()
+
+
+def vit_flops(cfg, image_size: int | tuple[int, int] | None = None) -> dict[str, int]:
+    """Floating-point operations of one forward pass of one image, by part (this module's conventions).
+
+    A multiply-add is 2 FLOPs; norms, softmax, GELU, biases and position additions are left out. With
+    ``N = HW / P^2`` patches, ``T = n_prefix + N`` tokens (the CLS token, if any), width ``D`` and
+    ``L`` blocks::
+
+        "patch_embed": 2 N (C P^2) D              the projection E of every patch
+        "projections": L * 8 T D^2                Q, K, V and the output projection
+        "attention":   L * 4 T^2 D                Q K^T and A V
+        "ffn":         L * 4 T D mlp_hidden       the two MLP matrices
+        "head":        2 D K                      the classifier, on one pooled token
+
+    Args:
+        cfg: a :class:`course_lib.vit.ViTConfig` (a two-matrix MLP: every ``mlp`` but ``"swiglu"``).
+        image_size: ``int`` or ``(H, W)``, multiples of the patch size; the native size if None.
+    Returns:
+        a dict of the parts above and ``"total"``, each an ``int``.
+    """
+    if cfg.mlp == "swiglu":
+        raise ValueError("vit_flops counts a two-matrix MLP; mlp='swiglu' has three (count it with its own formula)")
+    if image_size is None:
+        h, w = cfg.image_hw
+    else:
+        h, w = (image_size, image_size) if isinstance(image_size, int) else (int(image_size[0]), int(image_size[1]))
+    p = cfg.patch_size
+    if h < p or w < p or h % p or w % p:
+        raise ValueError(f"image size {h}x{w} must be a positive multiple of patch_size={p} on both sides")
+    n = (h // p) * (w // p)
+    t = int(cfg.class_token) + n
+    parts = {"patch_embed": 2 * n * cfg.in_chans * p * p * cfg.dim}
+    parts.update({k: cfg.n_layers * v for k, v in layer_flops(t, cfg.dim, cfg.mlp_hidden_dim()).items()})
+    parts["head"] = 2 * cfg.dim * cfg.num_classes
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def mae_flops(cfg, mask_ratio: float | None = None) -> dict[str, int]:
+    """FLOPs of an MAE (:class:`course_lib.masked_image.MAEConfig`)'s blocks on one image, by :func:`layer_flops` (patch embedding and heads left out).
+
+    ``"encoder_full"``: the encoder on all ``1 + N`` tokens (what a ViT pays);
+    ``"encoder_masked"``: on ``1 + n_keep`` tokens; ``"decoder"``: the decoder on
+    ``1 + N`` tokens at ``decoder_dim``.
+    """
+    n, keep = cfg.n_patches, cfg.n_keep(mask_ratio)
+
+    def stack(tokens: int, dim: int, layers: int) -> int:
+        return layers * sum(layer_flops(tokens, dim, int(dim * cfg.mlp_ratio)).values())
+
+    return {"encoder_full": stack(1 + n, cfg.dim, cfg.n_layers),
+            "encoder_masked": stack(1 + keep, cfg.dim, cfg.n_layers),
+            "decoder": stack(1 + n, cfg.decoder_dim, cfg.decoder_layers)}

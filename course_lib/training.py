@@ -18,6 +18,10 @@ One update of the parameters ``theta`` at step ``t = 1, 2, ...`` is::
 * **Trainer**: :class:`Trainer` runs the loop above on any model and loss,
   logs, clips, checkpoints, resumes exactly, and runs data-parallel under
   ``torchrun``. Its knobs are a :class:`TrainConfig`.
+* **Checkpoint averaging**: :func:`average_checkpoints` takes the element-wise
+  mean of several snapshots' weights, ``theta_avg = (1/k) sum_i theta_i``, as
+  Vaswani et al. (2017, section 6.1) did with the last 5 (base) or 20 (big)
+  checkpoints of a run.
 
 Steps count *updates*: ``trainer.step`` is the number of updates done, and
 the update that takes it from ``t - 1`` to ``t`` uses the learning rate
@@ -52,6 +56,7 @@ __all__ = [
     "param_groups",
     "make_optimizer",
     "Trainer",
+    "average_checkpoints",
 ]
 
 AMP_DTYPES = {None: None, "bf16": torch.bfloat16}
@@ -495,3 +500,79 @@ class Trainer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# --------------------------------------------------------------------------
+# Checkpoint averaging
+# --------------------------------------------------------------------------
+def average_checkpoints(state_dicts: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """The element-wise mean of ``k`` snapshots of one model: ``theta_avg = (1/k) sum_i theta_i``.
+
+    Vaswani et al. (2017, section 6.1) evaluate a single model whose weights
+    are the average of the last checkpoints of a run (5 written at 10-minute
+    intervals for the base model, 20 for the big one). The snapshots must be
+    of one architecture: every state dict has the same keys, and each key the
+    same shape and dtype in all of them.
+
+    * Floating-point (and complex) tensors are averaged, summed in at least
+      float32 (a bfloat16 or float16 sum would round at every addition) and
+      returned in their own dtype.
+    * Other tensors (integer counters such as BatchNorm's
+      ``num_batches_tracked``, boolean buffers) cannot be averaged; they are
+      taken from the *last* state dict, the most recent snapshot.
+
+    Tied weights (the seq2seq model's embedding and output projection appear
+    under three keys) are averaged key by key, which gives them the same
+    values; ``model.load_state_dict`` then writes them into the one shared
+    tensor. Nothing is modified in place.
+
+    Args:
+        state_dicts: ``k >= 1`` mappings from names to tensors, oldest first
+            (``model.state_dict()`` of each snapshot, or their copies).
+
+    Returns:
+        a new dict with the keys in the first state dict's order, each tensor
+        of the same shape and dtype, on the device of the first state dict's
+        tensor, ready for ``model.load_state_dict``.
+
+    Raises:
+        ValueError: no state dict; keys, shapes or dtypes that differ between them.
+        TypeError: an entry that is not a mapping, or a value that is not a tensor.
+    """
+    snapshots = list(state_dicts)
+    if not snapshots:
+        raise ValueError("average_checkpoints needs at least one state dict, got an empty list")
+    for i, sd in enumerate(snapshots):
+        if not hasattr(sd, "keys") or not hasattr(sd, "__getitem__"):
+            raise TypeError(f"state_dicts[{i}] must be a mapping of names to tensors (a state_dict), "
+                            f"got {type(sd).__name__}")
+    first = snapshots[0]
+    keys = list(first.keys())
+    for i, sd in enumerate(snapshots[1:], start=1):
+        missing, extra = [k for k in keys if k not in sd], [k for k in sd.keys() if k not in first]
+        if missing or extra:
+            raise ValueError(f"state_dicts[{i}] has other keys than state_dicts[0]: all snapshots must be of "
+                             f"one model; missing {missing[:5]}, unexpected {extra[:5]}")
+    averaged: dict[str, Tensor] = {}
+    for key in keys:
+        values = [sd[key] for sd in snapshots]
+        for i, v in enumerate(values):
+            if not isinstance(v, Tensor):
+                raise TypeError(f"state_dicts[{i}][{key!r}] must be a tensor, got {type(v).__name__}")
+        ref = values[0]
+        for i, v in enumerate(values[1:], start=1):
+            if v.shape != ref.shape:
+                raise ValueError(f"{key!r} has shape {tuple(v.shape)} in state_dicts[{i}] but {tuple(ref.shape)} "
+                                 f"in state_dicts[0]: averaged tensors must have one shape")
+            if v.dtype != ref.dtype:
+                raise ValueError(f"{key!r} has dtype {v.dtype} in state_dicts[{i}] but {ref.dtype} in "
+                                 f"state_dicts[0]: averaged tensors must have one dtype")
+        if not (ref.is_floating_point() or ref.is_complex()):
+            averaged[key] = values[-1].detach().clone().to(ref.device)
+            continue
+        acc_dtype = torch.promote_types(ref.dtype, torch.float32)
+        total = torch.zeros(ref.shape, dtype=acc_dtype, device=ref.device)
+        for v in values:
+            total += v.detach().to(device=ref.device, dtype=acc_dtype)
+        averaged[key] = (total / len(values)).to(ref.dtype)
+    return averaged

@@ -30,7 +30,8 @@ from course_lib.norms import LayerNorm
 from course_lib.positional import resample_pos_embed
 
 __all__ = ["patchify", "PatchEmbed", "ViTConfig", "PRESETS", "POSITIONS", "ViT", "RelativePositionBias",
-           "relative_offset_index", "prepend_cls_add_pos", "vit_forward", "patch_distances", "mean_attention_distance"]
+           "relative_offset_index", "prepend_cls_add_pos", "vit_forward", "patch_distances", "mean_attention_distance",
+           "SIZES", "variant", "zero_head"]
 
 #: How a ViT knows where a patch sits (the ViT paper's ablation, appendix D.4):
 #: ``"learned"`` one learned vector per position of the row-major sequence (1-D, the paper's default);
@@ -479,3 +480,59 @@ def mean_attention_distance(weights: Tensor, grid: tuple[int, int], patch: int =
     w = w / w.sum(dim=-1, keepdim=True).clamp_min(1e-12)
     dist = patch_distances(grid, patch).to(w.device)
     return (w * dist).sum(dim=-1).mean(dim=(0, 2)).to(weights.dtype)
+
+
+# --------------------------------------------------------------------------
+# The paper's variants, what one image costs, and the fine-tuning head
+# --------------------------------------------------------------------------
+#: The ViT sizes by letter (Dosovitskiy et al., 2021, table 1: B, L, H; DeiT's Ti and S):
+#: blocks ``L``, width ``D``, heads; the MLP is ``4 D`` wide in all of them.
+SIZES: dict[str, dict] = {
+    "Ti": dict(n_layers=12, dim=192, n_heads=3),
+    "S": dict(n_layers=12, dim=384, n_heads=6),
+    "B": dict(n_layers=12, dim=768, n_heads=12),
+    "L": dict(n_layers=24, dim=1024, n_heads=16),
+    "H": dict(n_layers=32, dim=1280, n_heads=16),
+}
+
+
+def variant(name: str, **overrides) -> ViTConfig:
+    """The config of a ViT named as in the paper: ``"ViT-L/16"`` is the Large size with ``16 x 16`` patches.
+
+    ``name`` is ``[ViT-]<size>/<P>`` (any case): a size of :data:`SIZES` and a patch side ``P`` that
+    divides the image size (224 unless overridden). ``overrides`` set any other field of
+    :class:`ViTConfig` (``image_size``, ``num_classes``...). ``variant("ViT-B/16")`` equals
+    ``ViTConfig.preset("vit-b/16")``.
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"variant name must be a string such as 'ViT-L/16', got {name!r}")
+    text = name.strip()
+    if text.lower().startswith("vit-"):
+        text = text[4:]
+    size, _, patch = text.partition("/")
+    by_lower = {k.lower(): k for k in SIZES}
+    if size.lower() not in by_lower or not patch.isdigit() or int(patch) < 1:
+        raise ValueError(f"variant name {name!r} must read '[ViT-]<size>/<patch>', with size one of {list(SIZES)} "
+                         f"and patch a whole number >= 1 (e.g. 'ViT-L/16')")
+    return ViTConfig(**{**SIZES[by_lower[size.lower()]], "patch_size": int(patch), **overrides})  # checks P | size
+
+
+def zero_head(model: ViT, num_classes: int) -> nn.Linear:
+    """Give ``model`` a new, zero-initialised classifier ``D -> num_classes`` (the paper's fine-tuning head).
+
+    The pre-training head is dropped; the new ``nn.Linear`` has zero weights and biases, on the device
+    and in the dtype of the patch projection, and ``model.cfg.num_classes`` is updated. Until its first
+    update every logit is exactly 0, so the first loss is ``ln K`` and no gradient reaches the
+    backbone (every path to it goes through the zero weight matrix). Returns the new head.
+    """
+    if not isinstance(model, ViT):
+        raise ValueError(f"zero_head expects a course_lib ViT, got {type(model).__name__}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise ValueError(f"num_classes={num_classes!r} must be a whole number >= 1 (the new task's classes)")
+    ref = model.patch_embed.proj.weight
+    head = nn.Linear(model.cfg.dim, num_classes, device=ref.device, dtype=ref.dtype)
+    nn.init.zeros_(head.weight)
+    nn.init.zeros_(head.bias)
+    model.head = head
+    model.cfg = replace(model.cfg, num_classes=num_classes)
+    return head

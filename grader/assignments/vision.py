@@ -321,9 +321,142 @@ INTERPOLATE_MISTAKES = [
 
 
 # --------------------------------------------------------------------------
+# Exercise 6: DeiT's CLS and distillation tokens
+# --------------------------------------------------------------------------
+def deit_tokens_cases(seed: int = 0, n: int = 20) -> list[Case]:
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        b = [1, 2, 3, 5][i % 4]
+        n_patches = [1, 4, 6, 9, 16][i % 5]
+        d = [2, 4, 8, 12][(i // 2) % 4]
+        dtype = _dtype(i)
+        rnd = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
+        cases.append(Case((rnd(b, n_patches, d), rnd(1, 1, d), rnd(1, 1, d), rnd(1, 2 + n_patches, d)),
+                          label=f"patches {(b, n_patches, d)}, {_name(dtype)}"))
+    return cases
+
+
+def _prefix(cls, dist, patches, order=("cls", "dist")):
+    tokens = {"cls": cls, "dist": dist}
+    return torch.cat([tokens[k].expand(patches.shape[0], -1, -1) for k in order] + [patches], dim=1)
+
+
+DEIT_TOKENS_MISTAKES = [
+    Mistake("the two tokens are swapped: CLS is token 0 and the distillation token is token 1.",
+            lambda x, c, dt, pe: _prefix(c, dt, x, ("dist", "cls")) + pe),
+    Mistake("the distillation token is appended after the patches; it goes right after CLS, at index 1.",
+            lambda x, c, dt, pe: torch.cat([c.expand(x.shape[0], -1, -1), x, dt.expand(x.shape[0], -1, -1)], dim=1) + pe),
+    Mistake("the positions are missing.", lambda x, c, dt, pe: _prefix(c, dt, x)),
+    Mistake("the distillation token gets no position: entry 1 of pos_embed belongs to it.",
+            lambda x, c, dt, pe: _prefix(c, dt, x) + torch.cat([pe[:, :1], torch.zeros_like(pe[:, 1:2]), pe[:, 2:]], 1)),
+    Mistake("the two tokens get no position: entries 0 and 1 of pos_embed belong to them.",
+            lambda x, c, dt, pe: _prefix(c, dt, x) + torch.cat([torch.zeros_like(pe[:, :2]), pe[:, 2:]], 1)),
+    Mistake("the positions are shifted: the patches got pos_embed[:, 1:-1] instead of pos_embed[:, 2:].",
+            lambda x, c, dt, pe: _prefix(c, dt, x) + torch.cat([pe[:, :1], pe[:, :-1]], dim=1)),
+    Mistake("the CLS token was used twice: token 1 must be the distillation token.",
+            lambda x, c, dt, pe: _prefix(c, c, x) + pe),
+]
+
+
+# --------------------------------------------------------------------------
+# Exercise 7: DeiT's hard-label distillation loss
+# --------------------------------------------------------------------------
+#: routines that compute a cross-entropy (or a KL divergence) for the learner; torch.log_softmax is allowed.
+DISTILLATION_FORBIDDEN: tuple = (F.cross_entropy, F.nll_loss, F.kl_div)
+
+
+def hard_distillation_cases(seed: int = 0, n: int = 24) -> list[Case]:
+    """``(cls_logits, dist_logits, teacher_logits, labels)``: batch 1 to 8, 2 to 1000 classes, logits spread
+    from 1 to 10; every third case has exact ties for the teacher's largest logit (at 0, so that a rounding of
+    the inputs never breaks them), and about half of the labels disagree with the teacher."""
+    g = torch.Generator().manual_seed(seed)
+    cases = []
+    for i in range(n):
+        b = [1, 3, 5, 2, 8][i % 5]  # batch 1 first, and not 2 next: a sum over a batch of 2 would look like weights 1
+        k = [2, 3, 10, 1000, 7, 100][i % 6]
+        dtype = _dtype(i)
+        spread = [1.0, 4.0, 10.0, 2.0][i % 4]
+        rnd = lambda: (torch.randn(b, k, generator=g, dtype=torch.float64) * spread).to(dtype)  # noqa: E731
+        cls, dist, teacher = rnd(), rnd(), rnd()
+        labels = torch.randint(0, k, (b,), generator=g)
+        ties = ""
+        if i % 3 == 1:  # the largest teacher logit appears twice or more in every row, at 0
+            teacher = -teacher.abs() - 0.5
+            for row in range(b):
+                where = torch.randperm(k, generator=g)[:[2, 2, 3][row % 3]]
+                teacher[row, where] = 0.0
+            ties = ", ties in the teacher's logits"
+        cases.append(Case((cls, dist, teacher, labels),
+                          label=f"logits {(b, k)}, spread {spread:g}, {_name(dtype)}{ties}"))
+    return cases
+
+
+def _ce(logits, targets, reduce="mean"):
+    logp = torch.log_softmax(logits, dim=-1)
+    nll = -logp.gather(-1, targets[:, None]).squeeze(-1)
+    return nll.mean() if reduce == "mean" else nll.sum()
+
+
+def _soft_ce(logits, probs):
+    return -(probs * torch.log_softmax(logits, dim=-1)).sum(-1).mean()
+
+
+def _hard(c, d, t, y, w=0.5, reduce="mean", teacher=None, heads=("cls", "dist")):
+    y_t = t.argmax(dim=-1) if teacher is None else teacher
+    logits = {"cls": c, "dist": d}
+    return w * _ce(logits[heads[0]], y, reduce) + w * _ce(logits[heads[1]], y_t, reduce)
+
+
+def _last_argmax(t):
+    k = t.shape[-1]
+    return k - 1 - t.flip(-1).argmax(dim=-1)
+
+
+def _naive_ce(logits, targets, how):
+    if how == "log_softmax":
+        p = torch.softmax(logits, dim=-1)
+    else:  # exp without subtracting the maximum
+        e = torch.exp(logits)
+        p = e / e.sum(dim=-1, keepdim=True)
+    return -torch.log(p).gather(-1, targets[:, None]).squeeze(-1).mean()
+
+
+HARD_DISTILLATION_MISTAKES = [
+    Mistake("the distillation head learns the teacher's soft targets (its softmax); hard-label distillation uses "
+            "the teacher's decision, y_t = argmax of its logits, as a label.",
+            lambda c, d, t, y: 0.5 * _ce(c, y) + 0.5 * _soft_ce(d, torch.softmax(t, dim=-1))),
+    Mistake("the two terms are weighted 1 and 1; DeiT's hard-label loss weights each by 1/2.",
+            lambda c, d, t, y: _hard(c, d, t, y, w=1.0)),
+    Mistake("the heads are swapped: the CLS head learns the true label, the distillation head the teacher's.",
+            lambda c, d, t, y: _hard(c, d, t, y, heads=("dist", "cls"))),
+    Mistake("the true labels were used for both heads; the distillation head learns the teacher's label.",
+            lambda c, d, t, y: _hard(c, d, t, y, teacher=y)),
+    Mistake("the teacher's softmax was taken over the batch axis (dim=0) before the argmax; the teacher's "
+            "decision for an image is the argmax over the classes of that image (dim=-1).",
+            lambda c, d, t, y: _hard(c, d, t, y, teacher=torch.softmax(t, dim=0).argmax(dim=-1))),
+    Mistake("the cross-entropies are summed over the batch; average them over the images.",
+            lambda c, d, t, y: _hard(c, d, t, y, reduce="sum")),
+    Mistake("ties in the teacher's logits go to the last largest entry; take the first, as torch.argmax does.",
+            lambda c, d, t, y: _hard(c, d, t, y, teacher=_last_argmax(t))),
+    Mistake("the log-probabilities are log(softmax(x)): for large logits the softmax underflows to 0 and the log "
+            "gives inf. Use torch.log_softmax (or subtract each row's maximum and use logsumexp).",
+            lambda c, d, t, y: 0.5 * _naive_ce(c, y, "log_softmax") + 0.5 * _naive_ce(d, t.argmax(-1), "log_softmax")),
+    Mistake("the softmax exponentiates the raw logits: exp overflows for large logits (inf / inf is NaN). "
+            "Subtract each row's maximum first, or use torch.log_softmax.",
+            lambda c, d, t, y: 0.5 * _naive_ce(c, y, "exp") + 0.5 * _naive_ce(d, t.argmax(-1), "exp")),
+    Mistake("the teacher's logits were used as the distillation head's logits: the second term is "
+            "CE(teacher_logits, y_t); it trains the student's distillation head, CE(dist_logits, y_t).",
+            lambda c, d, t, y: _hard(c, t, t, y)),
+]
+
+
+# --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 09-vision-transformer run
 # --------------------------------------------------------------------------
+from course_lib import deit as _deit  # noqa: E402
 from course_lib import vit as _reference  # noqa: E402
+from grader.cases import LargeInputs  # noqa: E402
 from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
 
 ASSIGNMENT = Assignment("09-vision-transformer", "vision_transformer.ipynb", (
@@ -346,5 +479,14 @@ ASSIGNMENT = Assignment("09-vision-transformer", "vision_transformer.ipynb", (
     Exercise("interpolate_pos_embed", 3, (
         Comparison(interpolate_reference, interpolate_cases, seed=95, mistakes=INTERPOLATE_MISTAKES,
                    check_grad=True),
+    )),
+    Exercise("prepend_cls_and_distillation_tokens", 2, (
+        Comparison(_deit.prepend_cls_and_distillation_tokens, deit_tokens_cases, seed=96,
+                   mistakes=DEIT_TOKENS_MISTAKES, check_grad=True),
+    )),
+    Exercise("hard_distillation_loss", 3, (
+        Comparison(_deit.hard_distillation_loss, hard_distillation_cases, seed=97,
+                   mistakes=HARD_DISTILLATION_MISTAKES, forbidden=DISTILLATION_FORBIDDEN, check_grad=True,
+                   hard=(LargeInputs(1e4, (0, 1, 2)),)),
     )),
 ))

@@ -332,6 +332,159 @@ def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     img = F.interpolate(img, size=tuple(new_grid), mode="bicubic", align_corners=False)
     return torch.cat([img.permute(0, 2, 3, 1).reshape(1, -1, d), cls], dim=1)
 '''),
+    # ------------------------------------------------------------ prepend_cls_and_distillation_tokens
+    dict(exercise="prepend_cls_and_distillation_tokens", diagnosis="Likely mistake: the two tokens are swapped", mistake="distillation token first, CLS second", source='''
+def prepend_cls_and_distillation_tokens(patches, cls_token, dist_token, pos_embed):
+    b = patches.shape[0]
+    prefix = torch.cat([dist_token, cls_token], dim=1).expand(b, -1, -1)
+    return torch.cat([prefix, patches], dim=1) + pos_embed
+'''),
+    dict(exercise="prepend_cls_and_distillation_tokens", diagnosis="Likely mistake: the distillation token is appended after", mistake="distillation token at the end of the sequence", source='''
+def prepend_cls_and_distillation_tokens(patches, cls_token, dist_token, pos_embed):
+    b = patches.shape[0]
+    return torch.cat([cls_token.expand(b, -1, -1), patches, dist_token.expand(b, -1, -1)], dim=1) + pos_embed
+'''),
+    dict(exercise="prepend_cls_and_distillation_tokens", diagnosis="Likely mistake: the positions are missing", mistake="forgets the positions", source='''
+def prepend_cls_and_distillation_tokens(patches, cls_token, dist_token, pos_embed):
+    b = patches.shape[0]
+    return torch.cat([cls_token.expand(b, -1, -1), dist_token.expand(b, -1, -1), patches], dim=1)
+'''),
+    dict(exercise="prepend_cls_and_distillation_tokens", diagnosis="Likely mistake: the distillation token gets no position", mistake="adds positions to CLS and patches only, as in a plain ViT", source='''
+def prepend_cls_and_distillation_tokens(patches, cls_token, dist_token, pos_embed):
+    b = patches.shape[0]
+    cls = cls_token + pos_embed[:, :1]
+    body = patches + pos_embed[:, 2:]
+    return torch.cat([cls.expand(b, -1, -1), dist_token.expand(b, -1, -1), body], dim=1)
+'''),
+    dict(exercise="prepend_cls_and_distillation_tokens", diagnosis="Likely mistake: the two tokens get no position", mistake="positions on the patches only", source='''
+def prepend_cls_and_distillation_tokens(patches, cls_token, dist_token, pos_embed):
+    b = patches.shape[0]
+    return torch.cat([cls_token.expand(b, -1, -1), dist_token.expand(b, -1, -1), patches + pos_embed[:, 2:]], dim=1)
+'''),
+    dict(exercise="prepend_cls_and_distillation_tokens", diagnosis="Likely mistake: the positions are shifted", mistake="patches take the plain ViT's pos_embed[:, 1:] offset", source='''
+def prepend_cls_and_distillation_tokens(patches, cls_token, dist_token, pos_embed):
+    b = patches.shape[0]
+    cls = cls_token + pos_embed[:, :1]
+    dist = dist_token + pos_embed[:, :1]
+    return torch.cat([cls.expand(b, -1, -1), dist.expand(b, -1, -1), patches + pos_embed[:, 1:-1]], dim=1)
+'''),
+    dict(exercise="prepend_cls_and_distillation_tokens", diagnosis="Likely mistake: the CLS token was used twice", mistake="copy-paste: CLS where the distillation token belongs", source='''
+def prepend_cls_and_distillation_tokens(patches, cls_token, dist_token, pos_embed):
+    b = patches.shape[0]
+    prefix = torch.cat([cls_token, cls_token], dim=1).expand(b, -1, -1)
+    return torch.cat([prefix, patches], dim=1) + pos_embed
+'''),
+    dict(exercise="prepend_cls_and_distillation_tokens", diagnosis="returned shape", mistake="forgets the distillation token (a plain ViT's sequence)", source='''
+def prepend_cls_and_distillation_tokens(patches, cls_token, dist_token, pos_embed):
+    b = patches.shape[0]
+    return torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed[:, 1:]
+'''),
+    # ------------------------------------------------------------ hard_distillation_loss
+    dict(exercise="hard_distillation_loss", diagnosis="Likely mistake: the distillation head learns the teacher's soft targets", mistake="soft targets: the teacher's softmax instead of its argmax", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    ce_cls = -torch.log_softmax(cls_logits, dim=-1)[rows, labels].mean()
+    targets = torch.softmax(teacher_logits, dim=-1)
+    ce_dist = -(targets * torch.log_softmax(dist_logits, dim=-1)).sum(-1).mean()
+    return 0.5 * ce_cls + 0.5 * ce_dist
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="Likely mistake: the two terms are weighted 1 and 1", mistake="adds the two cross-entropies without the 1/2", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    y_t = teacher_logits.argmax(dim=-1)
+    return (-torch.log_softmax(cls_logits, -1)[rows, labels] - torch.log_softmax(dist_logits, -1)[rows, y_t]).mean()
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="Likely mistake: the heads are swapped", mistake="the distillation head learns the labels, the CLS head the teacher", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    y_t = teacher_logits.argmax(dim=-1)
+    ce_a = -torch.log_softmax(dist_logits, dim=-1)[rows, labels].mean()
+    ce_b = -torch.log_softmax(cls_logits, dim=-1)[rows, y_t].mean()
+    return 0.5 * ce_a + 0.5 * ce_b
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="Likely mistake: the teacher's softmax was taken over the batch axis", mistake="teacher probabilities normalized over the batch (dim=0)", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    y_t = torch.softmax(teacher_logits, dim=0).argmax(dim=1)
+    ce_cls = -torch.log_softmax(cls_logits, dim=-1)[rows, labels].mean()
+    ce_dist = -torch.log_softmax(dist_logits, dim=-1)[rows, y_t].mean()
+    return 0.5 * ce_cls + 0.5 * ce_dist
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="Likely mistake: the cross-entropies are summed over the batch", mistake="sum over the images instead of the mean", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    y_t = teacher_logits.argmax(dim=-1)
+    ce_cls = -torch.log_softmax(cls_logits, dim=-1)[rows, labels].sum()
+    ce_dist = -torch.log_softmax(dist_logits, dim=-1)[rows, y_t].sum()
+    return 0.5 * ce_cls + 0.5 * ce_dist
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="Likely mistake: the true labels were used for both heads", mistake="no teacher at all: both heads learn the labels", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    ce_cls = -torch.log_softmax(cls_logits, dim=-1)[rows, labels].mean()
+    ce_dist = -torch.log_softmax(dist_logits, dim=-1)[rows, labels].mean()
+    return 0.5 * ce_cls + 0.5 * ce_dist
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="Likely mistake: ties in the teacher's logits go to the last", mistake="an argmax written by hand with >=, which keeps the last of equal maxima", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    b, k = teacher_logits.shape
+    best = torch.zeros(b, dtype=torch.long)
+    for c in range(1, k):
+        best = torch.where(teacher_logits[:, c] >= teacher_logits[torch.arange(b), best], torch.tensor(c), best)
+    rows = torch.arange(b)
+    ce_cls = -torch.log_softmax(cls_logits, dim=-1)[rows, labels].mean()
+    ce_dist = -torch.log_softmax(dist_logits, dim=-1)[rows, best].mean()
+    return 0.5 * ce_cls + 0.5 * ce_dist
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="Likely mistake: the log-probabilities are log(softmax(x))", mistake="log of softmax: -inf for large logits", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    y_t = teacher_logits.argmax(dim=-1)
+    ce_cls = -torch.log(torch.softmax(cls_logits, dim=-1))[rows, labels].mean()
+    ce_dist = -torch.log(torch.softmax(dist_logits, dim=-1))[rows, y_t].mean()
+    return 0.5 * ce_cls + 0.5 * ce_dist
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="Likely mistake: the softmax exponentiates the raw logits", mistake="softmax by hand without subtracting the maximum: exp overflows", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    y_t = teacher_logits.argmax(dim=-1)
+    def ce(z, y):
+        e = torch.exp(z)
+        return -torch.log(e[rows, y] / e.sum(dim=-1)).mean()
+    return 0.5 * ce(cls_logits, labels) + 0.5 * ce(dist_logits, y_t)
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="Likely mistake: the teacher's logits were used as the distillation head's logits", mistake="the second term scores the teacher against its own argmax", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    y_t = teacher_logits.argmax(dim=-1)
+    ce_cls = -torch.log_softmax(cls_logits, dim=-1)[rows, labels].mean()
+    ce_dist = -torch.log_softmax(teacher_logits, dim=-1)[rows, y_t].mean()
+    return 0.5 * ce_cls + 0.5 * ce_dist
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="does the exercise for you", mistake="F.cross_entropy, which the exercise asks to write", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    y_t = teacher_logits.argmax(dim=-1)
+    return 0.5 * F.cross_entropy(cls_logits, labels) + 0.5 * F.cross_entropy(dist_logits, y_t)
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="the gradient with respect to input 3", mistake="a straight-through one-hot target that lets gradient into the teacher", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    p_t = torch.softmax(teacher_logits, dim=-1)
+    hard = torch.zeros_like(p_t)
+    hard[rows, p_t.argmax(dim=-1)] = 1.0
+    target = hard + p_t - p_t.detach()          # the value is one-hot, the gradient is the softmax's
+    ce_cls = -torch.log_softmax(cls_logits, dim=-1)[rows, labels].mean()
+    ce_dist = -(target * torch.log_softmax(dist_logits, dim=-1)).sum(-1).mean()
+    return 0.5 * ce_cls + 0.5 * ce_dist
+'''),
+    dict(exercise="hard_distillation_loss", diagnosis="returned shape", mistake="returns the per-image losses, (B,), not their mean", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    rows = torch.arange(labels.shape[0])
+    y_t = teacher_logits.argmax(dim=-1)
+    ce_cls = -torch.log_softmax(cls_logits, dim=-1)[rows, labels]
+    ce_dist = -torch.log_softmax(dist_logits, dim=-1)[rows, y_t]
+    return 0.5 * ce_cls + 0.5 * ce_dist
+'''),
 ]
 
 # Correct implementations written differently from the reference solution: each must keep full marks.
@@ -434,5 +587,45 @@ def interpolate_pos_embed(pos_embed, old_grid, new_grid):
     grid = pos_embed[0, 1:].reshape(gh, gw, d)
     out = torch.einsum("yi,xj,ijd->yxd", weights(gh, nh), weights(gw, nw), grid)
     return torch.cat([pos_embed[:, :1], out.reshape(1, nh * nw, d)], dim=1)
+'''),
+    # ------------------------------------------------------------ prepend_cls_and_distillation_tokens
+    dict(exercise="prepend_cls_and_distillation_tokens", how="positions added to each part separately, three concatenated pieces", source='''
+def prepend_cls_and_distillation_tokens(patches, cls_token, dist_token, pos_embed):
+    b = patches.shape[0]
+    cls = (cls_token + pos_embed[:, 0:1]).expand(b, -1, -1)
+    dist = (dist_token + pos_embed[:, 1:2]).expand(b, -1, -1)
+    return torch.cat([cls, dist, patches + pos_embed[:, 2:]], dim=1)
+'''),
+    dict(exercise="prepend_cls_and_distillation_tokens", how="through the learner's own exercise 3, then the distillation token inserted", source='''
+def prepend_cls_and_distillation_tokens(patches, cls_token, dist_token, pos_embed):
+    with_cls = prepend_cls_add_pos(patches, cls_token, torch.cat([pos_embed[:, :1], pos_embed[:, 2:]], dim=1))
+    dist = (dist_token + pos_embed[:, 1:2]).expand(patches.shape[0], -1, -1)
+    return torch.cat([with_cls[:, :1], dist, with_cls[:, 1:]], dim=1)
+'''),
+    # ------------------------------------------------------------ hard_distillation_loss
+    dict(exercise="hard_distillation_loss", how="logsumexp minus the target's logit, picked with gather", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    def ce(z, y):
+        picked = z.gather(1, y.unsqueeze(1)).squeeze(1)
+        return (torch.logsumexp(z, dim=1) - picked).mean()
+    return 0.5 * (ce(cls_logits, labels) + ce(dist_logits, torch.argmax(teacher_logits, dim=1)))
+'''),
+    dict(exercise="hard_distillation_loss", how="one-hot targets and a stable log-softmax written out with the row maximum", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    k = cls_logits.shape[-1]
+    def log_softmax(z):
+        shifted = z - z.max(dim=-1, keepdim=True).values
+        return shifted - shifted.exp().sum(dim=-1, keepdim=True).log()
+    y_t = torch.nn.functional.one_hot(teacher_logits.argmax(-1), k).to(cls_logits.dtype)
+    y = torch.nn.functional.one_hot(labels, k).to(cls_logits.dtype)
+    per_image = -(y * log_softmax(cls_logits)).sum(-1) - (y_t * log_softmax(dist_logits)).sum(-1)
+    return per_image.mean() / 2
+'''),
+    dict(exercise="hard_distillation_loss", how="both heads stacked into one batch of 2B rows, one cross-entropy", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    z = torch.cat([cls_logits, dist_logits], dim=0)
+    y = torch.cat([labels, teacher_logits.max(dim=-1).indices])
+    logp = z - torch.logsumexp(z, dim=-1, keepdim=True)
+    return -logp[torch.arange(z.shape[0]), y].mean()
 '''),
 ]
