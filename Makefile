@@ -85,7 +85,7 @@ zoo: $(STAMP)
 check: book
 	$(BIN)/python -m tools.notebooks check
 	COURSE_BOOK_HTML=$(CURDIR)/_build/html $(BIN)/python -m pytest -q -p no:cacheprovider -o addopts= \
-		tests/test_notebook_policy.py tests/test_exercises_sync.py tests/test_book.py tests/test_book_browser.py -k "not page_reads_offline and not search"
+		tests/book/test_notebook_policy.py tests/grading/test_exercises_sync.py tests/book/test_book.py tests/book/test_book_browser.py -k "not page_reads_offline and not search"
 
 ALL ?=
 notebooks: $(STAMP)
@@ -111,7 +111,7 @@ feedback: $(STAMP)
 	$(BIN)/python -m tools.feedback
 
 stability: $(STAMP)
-	COURSE_STABILITY_SEEDS=100 $(BIN)/python -m pytest tests/test_reference_stability.py -p no:cacheprovider -q
+	COURSE_STABILITY_SEEDS=100 $(BIN)/python -m pytest tests/grading/test_reference_stability.py -p no:cacheprovider -q
 
 # Mutation testing of the assignments' hidden tests (slow, so not part of `make test`): tools/mutants.py.
 MUTANTS_ARGS ?=

@@ -34,7 +34,7 @@ def build_class(course: Path, assignment: str, students: int) -> None:
     shutil.copytree(ROOT / "solutions", course / "solutions")
     (solution,) = sorted((course / "solutions" / assignment).glob("*.ipynb"))
     release = ROOT / "exercises" / assignment / solution.name
-    wrong = runpy.run_path(str(ROOT / "tests" / "catalogues" / f"{assignment}.py"))["WRONG"]
+    wrong = runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{assignment}.py"))["WRONG"]
     for i in range(students):
         kind = i % 4
         if kind == 2:

@@ -107,7 +107,7 @@ def hidden_check(source: str) -> tuple[str, str, str] | None:
     """``(assignment, exercise, learner's name)`` of a test cell's hidden line, or None if it has none.
 
     A hidden block is exactly ``from grader import check; check("slug", "name", function)``
-    (``tests/test_registry.py`` holds every notebook to it).
+    (``tests/grading/test_registry.py`` holds every notebook to it).
     """
     block = _HIDDEN.search(source)
     if not block:

@@ -12,7 +12,7 @@ each variant prints it again. The matrix runs nbval, strict, on every chapter
 notebook under: the kernels ``default`` and ``avx2`` and the machine's best
 (1 thread each), the machine's best with 2 threads, and CUDA when a GPU is
 present. ``make test`` runs one variant besides the native one
-(``tests/test_portability.py``).
+(``tests/book/test_portability.py``).
 
 **seeds.** Every notebook takes its seed from ``COURSE_SEED``
 (``course_lib.experiment``). Each notebook runs once per seed; every claim it

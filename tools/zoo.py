@@ -16,7 +16,7 @@ on the GPU when there is one and on the CPU otherwise, and writes
 Batches are a function of the step (a generator seeded by the recipe's seed
 and the step number), so a run that stops and resumes from its checkpoint
 (``_build/zoo/<name>.pt``) sees the same batches as one that never stopped,
-and ``tests/test_zoo.py`` can re-run the first steps of a recipe and compare
+and ``tests/reference/test_zoo.py`` can re-run the first steps of a recipe and compare
 them with the start of the stored curve.
 """
 

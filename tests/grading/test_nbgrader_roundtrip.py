@@ -84,7 +84,7 @@ def course(tmp_path_factory):
     solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
     release = course / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
 
-    wrong = runpy.run_path(str(ROOT / "tests" / "catalogues" / f"{ASSIGNMENT}.py"))["WRONG"]
+    wrong = runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{ASSIGNMENT}.py"))["WRONG"]
     first_wrong = next(e for e in wrong if e["exercise"] == "causal_mask")
     submit(course, "alice", nbformat.read(solution, as_version=4))
     submit(course, "bob", nbformat.read(release, as_version=4))

@@ -2,7 +2,7 @@
 
 Each entry replaces the solution cell ``exercise`` of
 solutions/10-dinov2/dinov2.ipynb with ``source``; the hidden tests of that
-exercise must fail on it (tests/test_catalogues.py). ``mistake`` says what a
+exercise must fail on it (tests/grading/test_catalogues.py). ``mistake`` says what a
 learner got wrong, in the words of a reviewer.
 """
 

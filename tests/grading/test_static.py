@@ -36,7 +36,7 @@ def test_honest_code_has_no_finding(slug):
     release = nbformat.read(ROOT / "exercises" / slug / assignment.notebook, as_version=4)
     for nb in (solution, release):
         assert not any(assignment_findings(_cells(nb), assignment).values())
-    for entry in runpy.run_path(str(ROOT / "tests" / "catalogues" / f"{slug}.py")).get("RIGHT", []):
+    for entry in runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{slug}.py")).get("RIGHT", []):
         found = assignment_findings(_cells(solution, {entry["exercise"]: entry["source"]}), assignment)
         assert not found[entry["exercise"]], (entry["how"], [str(f) for f in found[entry["exercise"]]])
 

@@ -72,7 +72,7 @@ def _load(slug: str) -> tuple[Kernel, dict[str, str]]:
 @pytest.mark.parametrize("slug", assignments())
 def test_every_catalogue_entry_gets_the_same_verdict_from_outside_the_kernel(slug):
     kernel, solutions = _load(slug)
-    catalogue = runpy.run_path(str(ROOT / "tests" / "catalogues" / f"{slug}.py"))
+    catalogue = runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{slug}.py"))
     wrong: list[str] = []
     try:
         for ex in registry()[slug].exercises:

@@ -2,7 +2,7 @@
 
 Each entry replaces the solution cell ``exercise`` of
 solutions/01-tokenization/tokenization.ipynb with ``source``; the hidden tests
-of that exercise must fail on it (tests/test_catalogues.py). ``mistake`` says
+of that exercise must fail on it (tests/grading/test_catalogues.py). ``mistake`` says
 what a learner got wrong, in the words of a reviewer.
 """
 

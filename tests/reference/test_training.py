@@ -22,7 +22,7 @@ from course_lib import data as D
 from course_lib import training as T
 from course_lib.seq2seq import transformer_lr
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True, scope="module")

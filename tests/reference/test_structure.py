@@ -44,7 +44,7 @@ MODULES = sorted(p for p in (ROOT / "course_lib").glob("*.py"))
 
 def test_every_module_is_assigned_to_a_chapter_or_is_a_utility():
     unknown = {p.stem for p in MODULES} - set(CHAPTER) - UTILITIES
-    assert not unknown, f"modules with no chapter in tests/test_structure.py: {unknown}"
+    assert not unknown, f"modules with no chapter in tests/reference/test_structure.py: {unknown}"
 
 
 @pytest.mark.parametrize("path", [p for p in MODULES if p.stem in CHAPTER], ids=lambda p: p.stem)

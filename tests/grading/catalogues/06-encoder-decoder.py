@@ -2,7 +2,7 @@
 
 Each entry replaces the solution cell ``exercise`` of
 solutions/06-encoder-decoder/encoder_decoder.ipynb with ``source``; the hidden
-tests of that exercise must fail on it (tests/test_catalogues.py).
+tests of that exercise must fail on it (tests/grading/test_catalogues.py).
 """
 
 WRONG = []

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from course_lib import tokenizer as T
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PATTERNS = {"gpt4": T.GPT4_SPLIT_PATTERN, "gpt2": T.GPT2_SPLIT_PATTERN, "none": None}
 
 

@@ -2,7 +2,7 @@
 
 Each entry replaces the solution cell ``exercise`` of
 solutions/03-multi-head-attention/multi_head_attention.ipynb with ``source``;
-the hidden tests of that exercise must fail on it (tests/test_catalogues.py).
+the hidden tests of that exercise must fail on it (tests/grading/test_catalogues.py).
 ``mistake`` says what a learner got wrong, in the words of a reviewer.
 """
 
