@@ -8,7 +8,8 @@ what a learner got wrong, in the words of a reviewer.
 
 WRONG = [
     # ------------------------------------------------------------ most_frequent_pair
-    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the pair seen first;", mistake="Counter.most_common: ties go to the pair seen first", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the pair seen first;",
+         mistake="Counter.most_common: ties go to the pair seen first", source='''
 from collections import Counter
 def most_frequent_pair(ids):
     counts = Counter(zip(ids, ids[1:]))
@@ -16,7 +17,8 @@ def most_frequent_pair(ids):
         return None
     return counts.most_common(1)[0][0]
 '''),
-    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the largest pair;", mistake="max over (count, pair): ties go to the largest pair", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the largest pair;",
+         mistake="max over (count, pair): ties go to the largest pair", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -25,7 +27,8 @@ def most_frequent_pair(ids):
         return None
     return max(counts, key=lambda p: (counts[p], p))
 '''),
-    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: overlapping occurrences are", mistake="counts with str.count-like non-overlapping matches", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: overlapping occurrences are",
+         mistake="counts with str.count-like non-overlapping matches", source='''
 def most_frequent_pair(ids):
     pairs = sorted(set(zip(ids, ids[1:])))
     if not pairs:
@@ -40,7 +43,8 @@ def most_frequent_pair(ids):
         return n
     return max(pairs, key=lambda p: (count(p), [-x for x in p]))
 '''),
-    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: only pairs starting at even", mistake="steps by two: counts only pairs starting at even positions", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: only pairs starting at even",
+         mistake="steps by two: counts only pairs starting at even positions", source='''
 def most_frequent_pair(ids):
     counts = {}
     for i in range(0, len(ids) - 1, 2):
@@ -50,7 +54,8 @@ def most_frequent_pair(ids):
         return None
     return min(counts, key=lambda p: (-counts[p], p))
 '''),
-    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the count is returned with", mistake="returns the pair with its count", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the count is returned with",
+         mistake="returns the pair with its count", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -60,7 +65,8 @@ def most_frequent_pair(ids):
     best = min(counts, key=lambda p: (-counts[p], p))
     return best, counts[best]
 '''),
-    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the pair seen first;", mistake="sorted by count descending, stable on the order of first occurrence", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the pair seen first;",
+         mistake="sorted by count descending, stable on the order of first occurrence", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -68,7 +74,8 @@ def most_frequent_pair(ids):
     ranked = sorted(counts.items(), key=lambda kv: -kv[1])
     return ranked[0][0] if ranked else None
 '''),
-    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the sequence wraps around:", mistake="wraps around from the last id to the first", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the sequence wraps around:",
+         mistake="wraps around from the last id to the first", source='''
 def most_frequent_pair(ids):
     if len(ids) < 2:
         return None
@@ -78,7 +85,8 @@ def most_frequent_pair(ids):
         counts[p] = counts.get(p, 0) + 1
     return min(counts, key=lambda p: (-counts[p], p))
 '''),
-    dict(exercise="most_frequent_pair", diagnosis="expected", mistake="returns an empty tuple instead of None for short input", source='''
+    dict(exercise="most_frequent_pair", diagnosis="expected",
+         mistake="returns an empty tuple instead of None for short input", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -87,7 +95,8 @@ def most_frequent_pair(ids):
         return ()
     return min(counts, key=lambda p: (-counts[p], p))
 '''),
-    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the pair seen last;", mistake="keeps the last pair reaching the best count (>=): ties go to the pair seen last", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: ties go to the pair seen last;",
+         mistake="keeps the last pair reaching the best count (>=): ties go to the pair seen last", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -98,7 +107,8 @@ def most_frequent_pair(ids):
             best, best_n = p, n
     return best
 '''),
-    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the least frequent pair is returned:", mistake="min over (count, pair): returns the least frequent pair", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the least frequent pair is returned:",
+         mistake="min over (count, pair): returns the least frequent pair", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -107,7 +117,8 @@ def most_frequent_pair(ids):
         return None
     return min(counts, key=lambda p: (counts[p], p))
 '''),
-    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the count is returned instead of the pair.", mistake="returns the highest count, not the pair", source='''
+    dict(exercise="most_frequent_pair", diagnosis="Likely mistake: the count is returned instead of the pair.",
+         mistake="returns the highest count, not the pair", source='''
 def most_frequent_pair(ids):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -117,7 +128,8 @@ def most_frequent_pair(ids):
     return max(counts.values())
 '''),
     # ------------------------------------------------------------ merge
-    dict(exercise="merge", diagnosis="Likely mistake: occurrences overlap: after", mistake="moves on by one after a merge: overlapping replacements", source='''
+    dict(exercise="merge", diagnosis="Likely mistake: occurrences overlap: after",
+         mistake="moves on by one after a merge: overlapping replacements", source='''
 def merge(ids, pair, new_id):
     out = []
     for i in range(len(ids)):
@@ -127,7 +139,8 @@ def merge(ids, pair, new_id):
             out.append(ids[i])
     return out
 '''),
-    dict(exercise="merge", diagnosis="Likely mistake: only the first occurrence", mistake="replaces only the first occurrence", source='''
+    dict(exercise="merge", diagnosis="Likely mistake: only the first occurrence",
+         mistake="replaces only the first occurrence", source='''
 def merge(ids, pair, new_id):
     out = list(ids)
     for i in range(len(out) - 1):
@@ -135,7 +148,8 @@ def merge(ids, pair, new_id):
             return out[:i] + [new_id] + out[i + 2:]
     return out
 '''),
-    dict(exercise="merge", diagnosis="Likely mistake: the last id is lost when it", mistake="the loop stops one early and loses the last id", source='''
+    dict(exercise="merge", diagnosis="Likely mistake: the last id is lost when it",
+         mistake="the loop stops one early and loses the last id", source='''
 def merge(ids, pair, new_id):
     out, i = [], 0
     while i < len(ids) - 1:
@@ -147,7 +161,8 @@ def merge(ids, pair, new_id):
             i += 1
     return out
 '''),
-    dict(exercise="merge", diagnosis="returned its input list itself", mistake="edits the input list in place (pop) and returns it", source='''
+    dict(exercise="merge", diagnosis="returned its input list itself",
+         mistake="edits the input list in place (pop) and returns it", source='''
 def merge(ids, pair, new_id):
     i = 0
     while i < len(ids) - 1:
@@ -157,7 +172,8 @@ def merge(ids, pair, new_id):
         i += 1
     return ids
 '''),
-    dict(exercise="merge", diagnosis="Likely mistake: the scan runs right to left;", mistake="scans right to left", source='''
+    dict(exercise="merge", diagnosis="Likely mistake: the scan runs right to left;", mistake="scans right to left",
+         source='''
 def merge(ids, pair, new_id):
     out, i = [], len(ids) - 1
     while i >= 0:
@@ -169,7 +185,8 @@ def merge(ids, pair, new_id):
             i -= 1
     return out[::-1]
 '''),
-    dict(exercise="merge", diagnosis="Likely mistake: the pair is matched in both", mistake="matches the pair in either order", source='''
+    dict(exercise="merge", diagnosis="Likely mistake: the pair is matched in both",
+         mistake="matches the pair in either order", source='''
 def merge(ids, pair, new_id):
     out, i = [], 0
     while i < len(ids):
@@ -181,14 +198,16 @@ def merge(ids, pair, new_id):
             i += 1
     return out
 '''),
-    dict(exercise="merge", diagnosis="gives a wrong result", mistake="string replace on a space-joined string (breaks on ids that share digits)", source='''
+    dict(exercise="merge", diagnosis="gives a wrong result",
+         mistake="string replace on a space-joined string (breaks on ids that share digits)", source='''
 def merge(ids, pair, new_id):
     s = " " + " ".join(map(str, ids)) + " "
     s = s.replace(f" {pair[0]} {pair[1]} ", f" {new_id} ")
     return [int(x) for x in s.split()]
 '''),
     # ------------------------------------------------------------ train_bpe
-    dict(exercise="train_bpe", diagnosis="Likely mistake: new ids must be 256, 257,", mistake="new ids start after the largest id in the input", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: new ids must be 256, 257,",
+         mistake="new ids start after the largest id in the input", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     next_id = max(ids, default=255) + 1
@@ -205,7 +224,8 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, next_id + k)
     return merges
 '''),
-    dict(exercise="train_bpe", diagnosis="Likely mistake: training stops too early:", mistake="counts replacements (non-overlapping) instead of occurrences to stop", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: training stops too early:",
+         mistake="counts replacements (non-overlapping) instead of occurrences to stop", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(n_merges):
@@ -219,7 +239,8 @@ def train_bpe(ids, n_merges):
         ids = merged
     return merges
 '''),
-    dict(exercise="train_bpe", diagnosis="Likely mistake: training goes on with pairs", mistake="no early stop: merges pairs that occur once", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: training goes on with pairs",
+         mistake="no early stop: merges pairs that occur once", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(n_merges):
@@ -230,7 +251,8 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 256 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", diagnosis="Likely mistake: the pairs are counted only", mistake="counts the pairs once, before any merge", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: the pairs are counted only",
+         mistake="counts the pairs once, before any merge", source='''
 def train_bpe(ids, n_merges):
     counts = {}
     for p in zip(ids, ids[1:]):
@@ -238,7 +260,8 @@ def train_bpe(ids, n_merges):
     ranked = sorted((p for p in counts if counts[p] >= 2), key=lambda p: (-counts[p], p))
     return ranked[:n_merges]
 '''),
-    dict(exercise="train_bpe", diagnosis="Likely mistake: the new ids are off by one: the first merge creates id 256,", mistake="new id 255 + k", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: the new ids are off by one: the first merge creates id 256,",
+         mistake="new id 255 + k", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(n_merges):
@@ -249,7 +272,8 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 255 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", diagnosis="Likely mistake: training stops too early:", mistake="stops at a count of 2 (uses <= 2)", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: training stops too early:",
+         mistake="stops at a count of 2 (uses <= 2)", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(n_merges):
@@ -260,7 +284,8 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 256 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", diagnosis="Likely mistake: return the pairs (a, b) only,", mistake="returns (pair, new_id) tuples", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: return the pairs (a, b) only,",
+         mistake="returns (pair, new_id) tuples", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(n_merges):
@@ -271,7 +296,8 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 256 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", diagnosis="Likely mistake: one merge too few: learn n_merges", mistake="range(1, n_merges): one merge too few", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: one merge too few: learn n_merges",
+         mistake="range(1, n_merges): one merge too few", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(1, n_merges):
@@ -282,7 +308,8 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 255 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", diagnosis="Likely mistake: ties go to the pair seen first;", mistake="Counter.most_common tie rule (first seen) inside training", source='''
+    dict(exercise="train_bpe", diagnosis="Likely mistake: ties go to the pair seen first;",
+         mistake="Counter.most_common tie rule (first seen) inside training", source='''
 from collections import Counter
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
@@ -297,7 +324,9 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, 256 + k)
     return merges
 '''),
-    dict(exercise="train_bpe", diagnosis="Likely mistake: the new ids are off by one: the first merge creates id 256 (256 + k", mistake="counts merges from 1: merge k creates id 257 + k", source='''
+    dict(exercise="train_bpe",
+         diagnosis="Likely mistake: the new ids are off by one: the first merge creates id 256 (256 + k",
+         mistake="counts merges from 1: merge k creates id 257 + k", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
     for k in range(1, n_merges + 1):
@@ -309,7 +338,8 @@ def train_bpe(ids, n_merges):
     return merges
 '''),
     # ------------------------------------------------------------ encode
-    dict(exercise="encode", diagnosis="Likely mistake: the leftmost learned pair", mistake="merges the leftmost learned pair first", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: the leftmost learned pair",
+         mistake="merges the leftmost learned pair first", source='''
 def encode(text, merges):
     ids = list(text.encode("utf-8"))
     rank = {tuple(p): k for k, p in enumerate(merges)}
@@ -322,28 +352,32 @@ def encode(text, merges):
         else:
             return ids
 '''),
-    dict(exercise="encode", diagnosis="Likely mistake: the merges are applied in", mistake="applies the merges in reverse order", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: the merges are applied in",
+         mistake="applies the merges in reverse order", source='''
 def encode(text, merges):
     ids = list(text.encode("utf-8"))
     for k in reversed(range(len(merges))):
         ids = merge(ids, tuple(merges[k]), 256 + k)
     return ids
 '''),
-    dict(exercise="encode", diagnosis="Likely mistake: the text is split into characters", mistake="characters via ord() instead of UTF-8 bytes", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: the text is split into characters",
+         mistake="characters via ord() instead of UTF-8 bytes", source='''
 def encode(text, merges):
     ids = [ord(ch) for ch in text]
     for k, pair in enumerate(merges):
         ids = merge(ids, tuple(pair), 256 + k)
     return ids
 '''),
-    dict(exercise="encode", diagnosis="Likely mistake: merge k must create id 256 + k (the new ids are off by one).", mistake="new ids counted from 255", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: merge k must create id 256 + k (the new ids are off by one).",
+         mistake="new ids counted from 255", source='''
 def encode(text, merges):
     ids = list(text.encode("utf-8"))
     for k, pair in enumerate(merges, start=255):
         ids = merge(ids, tuple(pair), k)
     return ids
 '''),
-    dict(exercise="encode", diagnosis="Likely mistake: encoding stops at the first", mistake="stops at the first merge that does not apply", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: encoding stops at the first",
+         mistake="stops at the first merge that does not apply", source='''
 def encode(text, merges):
     ids = list(text.encode("utf-8"))
     for k, pair in enumerate(merges):
@@ -352,7 +386,8 @@ def encode(text, merges):
         ids = merge(ids, tuple(pair), 256 + k)
     return ids
 '''),
-    dict(exercise="encode", diagnosis="expected", mistake="retrains on the text instead of using the given merges", source='''
+    dict(exercise="encode", diagnosis="expected", mistake="retrains on the text instead of using the given merges",
+         source='''
 def encode(text, merges):
     ids = list(text.encode("utf-8"))
     for k in range(len(merges)):
@@ -362,7 +397,8 @@ def encode(text, merges):
         ids = merge(ids, pair, 256 + k)
     return ids
 '''),
-    dict(exercise="encode", diagnosis="Likely mistake: the text is not encoded as", mistake="latin-1 bytes (wrong for every character above U+00FF, and different for accents)", source='''
+    dict(exercise="encode", diagnosis="Likely mistake: the text is not encoded as",
+         mistake="latin-1 bytes (wrong for every character above U+00FF, and different for accents)", source='''
 def encode(text, merges):
     ids = list(text.encode("latin-1", errors="replace"))
     for k, pair in enumerate(merges):
@@ -370,7 +406,8 @@ def encode(text, merges):
     return ids
 '''),
     # ------------------------------------------------------------ sinusoidal_encoding
-    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: sin and cos are swapped: even", mistake="cos in even columns, sin in odd ones", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: sin and cos are swapped: even",
+         mistake="cos in even columns, sin in odd ones", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -380,14 +417,16 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 1::2] = torch.sin(angles)
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the sines and cosines are", mistake="sines then cosines, concatenated", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the sines and cosines are",
+         mistake="sines then cosines, concatenated", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
     angles = pos / base ** (2 * i / dim)
     return torch.cat([angles.sin(), angles.cos()], dim=1)
 '''),
-    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the exponent uses the column", mistake="the column index j in the exponent for every column", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the exponent uses the column",
+         mistake="the column index j in the exponent for every column", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe = torch.zeros(n_positions, dim)
     for pos in range(n_positions):
@@ -396,7 +435,8 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
             pe[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the exponent is i/dim; it", mistake="exponent i / dim (factor 2 missing)", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the exponent is i/dim; it",
+         mistake="exponent i / dim (factor 2 missing)", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -405,7 +445,8 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: positions start at 1; the", mistake="positions 1..n", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: positions start at 1; the",
+         mistake="positions 1..n", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(1, n_positions + 1, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -414,7 +455,8 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the frequencies are inverted:", mistake="multiplies by base^(2i/d) instead of dividing", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the frequencies are inverted:",
+         mistake="multiplies by base^(2i/d) instead of dividing", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -423,7 +465,8 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the base argument is ignored", mistake="hard-codes 10000", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the base argument is ignored",
+         mistake="hard-codes 10000", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -432,7 +475,8 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: every pair has frequency 1:", mistake="integer division makes every exponent 0", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: every pair has frequency 1:",
+         mistake="integer division makes every exponent 0", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2)
@@ -441,7 +485,8 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
     return pe
 '''),
-    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the table is transposed: rows", mistake="returns the transposed table (dim, n_positions)", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the table is transposed: rows",
+         mistake="returns the transposed table (dim, n_positions)", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -455,7 +500,8 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     from course_lib.positional import sinusoidal_encoding as ref
     return ref(n_positions, dim, base, dtype=torch.float64)
 '''),
-    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the exponent divides by dim - 1", mistake="exponent 2i / (dim - 1)", source='''
+    dict(exercise="sinusoidal_encoding", diagnosis="Likely mistake: the exponent divides by dim - 1",
+         mistake="exponent 2i / (dim - 1)", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)
@@ -465,7 +511,8 @@ def sinusoidal_encoding(n_positions, dim, base=10000.0):
     return pe
 '''),
     # ------------------------------------------------------------ offset_rotation
-    dict(exercise="offset_rotation", diagnosis="Likely mistake: the blocks are transposed", mistake="column-vector convention: blocks transposed", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: the blocks are transposed",
+         mistake="column-vector convention: blocks transposed", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(dim // 2):
@@ -474,7 +521,8 @@ def offset_rotation(k, dim, base=10000.0):
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = -math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", diagnosis="Likely mistake: every block rotates by the", mistake="every block rotates by k radians", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: every block rotates by the",
+         mistake="every block rotates by k radians", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     c, s = math.cos(k), math.sin(k)
@@ -483,7 +531,8 @@ def offset_rotation(k, dim, base=10000.0):
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = s, c
     return R
 '''),
-    dict(exercise="offset_rotation", diagnosis="Likely mistake: a minus sign is missing: each", mistake="missing minus sign", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: a minus sign is missing: each",
+         mistake="missing minus sign", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(dim // 2):
@@ -492,7 +541,8 @@ def offset_rotation(k, dim, base=10000.0):
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", diagnosis="Likely mistake: the frequencies use i/dim;", mistake="frequency exponent i / dim", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: the frequencies use i/dim;",
+         mistake="frequency exponent i / dim", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(dim // 2):
@@ -501,7 +551,8 @@ def offset_rotation(k, dim, base=10000.0):
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", diagnosis="Likely mistake: the rotation pairs columns", mistake="pairs columns i and i + d/2 (RoPE half-split layout)", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: the rotation pairs columns",
+         mistake="pairs columns i and i + d/2 (RoPE half-split layout)", source='''
 def offset_rotation(k, dim, base=10000.0):
     h = dim // 2
     R = torch.zeros(dim, dim, dtype=torch.float64)
@@ -511,7 +562,8 @@ def offset_rotation(k, dim, base=10000.0):
         R[i + h, i], R[i + h, i + h] = math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", diagnosis="gives wrong values", mistake="the blocks placed at [i, i+1] instead of [2i, 2i+1]", source='''
+    dict(exercise="offset_rotation", diagnosis="gives wrong values",
+         mistake="the blocks placed at [i, i+1] instead of [2i, 2i+1]", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(dim // 2):
@@ -520,14 +572,16 @@ def offset_rotation(k, dim, base=10000.0):
         R[i + 1, i], R[i + 1, i + 1] = math.sin(a), math.cos(a)
     return R
 '''),
-    dict(exercise="offset_rotation", diagnosis="gives wrong values", mistake="solves for R with least squares on a short table (ill-conditioned, wrong)", source='''
+    dict(exercise="offset_rotation", diagnosis="gives wrong values",
+         mistake="solves for R with least squares on a short table (ill-conditioned, wrong)", source='''
 def offset_rotation(k, dim, base=10000.0):
     n = 4
     pe = sinusoidal_encoding(n + abs(k) + 1, dim, base).double()
     a, b = (pe[:n], pe[k:k + n]) if k >= 0 else (pe[-k:-k + n], pe[:n])
     return torch.linalg.lstsq(a, b).solution
 '''),
-    dict(exercise="offset_rotation", diagnosis="Likely mistake: the base argument is ignored", mistake="hard-codes base 10000", source='''
+    dict(exercise="offset_rotation", diagnosis="Likely mistake: the base argument is ignored",
+         mistake="hard-codes base 10000", source='''
 def offset_rotation(k, dim, base=10000.0):
     R = torch.zeros(dim, dim, dtype=torch.float64)
     for i in range(dim // 2):
@@ -540,7 +594,8 @@ def offset_rotation(k, dim, base=10000.0):
 
 RIGHT = [
     # ------------------------------------------------------------ most_frequent_pair
-    dict(exercise="most_frequent_pair", how="collections.Counter, then the smallest pair among those with the top count", source='''
+    dict(exercise="most_frequent_pair",
+         how="collections.Counter, then the smallest pair among those with the top count", source='''
 from collections import Counter
 def most_frequent_pair(ids):
     counts = Counter(zip(ids, ids[1:]))
@@ -549,7 +604,8 @@ def most_frequent_pair(ids):
     top = max(counts.values())
     return min(p for p, c in counts.items() if c == top)
 '''),
-    dict(exercise="most_frequent_pair", how="sorts the pairs and scans runs of equal pairs, keeping a strictly better count", source='''
+    dict(exercise="most_frequent_pair",
+         how="sorts the pairs and scans runs of equal pairs, keeping a strictly better count", source='''
 def most_frequent_pair(ids):
     pairs = sorted((ids[i], ids[i + 1]) for i in range(len(ids) - 1))
     best, best_count = None, 0
@@ -564,7 +620,8 @@ def most_frequent_pair(ids):
     return best
 '''),
     # ------------------------------------------------------------ merge
-    dict(exercise="merge", how="a for loop over the ids with a flag that skips the second id of a merged pair", source='''
+    dict(exercise="merge", how="a for loop over the ids with a flag that skips the second id of a merged pair",
+         source='''
 def merge(ids, pair, new_id):
     a, b = pair
     out, skip = [], False
@@ -579,7 +636,8 @@ def merge(ids, pair, new_id):
             out.append(x)
     return out
 '''),
-    dict(exercise="merge", how="copies the list and replaces each occurrence by slice assignment in place on the copy", source='''
+    dict(exercise="merge", how="copies the list and replaces each occurrence by slice assignment in place on the copy",
+         source='''
 def merge(ids, pair, new_id):
     out = list(ids)
     i = 0
@@ -590,7 +648,8 @@ def merge(ids, pair, new_id):
     return out
 '''),
     # ------------------------------------------------------------ train_bpe
-    dict(exercise="train_bpe", how="counts with Counter and merges inline, without calling the earlier exercises", source='''
+    dict(exercise="train_bpe", how="counts with Counter and merges inline, without calling the earlier exercises",
+         source='''
 from collections import Counter
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
@@ -615,7 +674,8 @@ def train_bpe(ids, n_merges):
         ids = out
     return merges
 '''),
-    dict(exercise="train_bpe", how="checks the count of the chosen pair with a dict of counts, uses merge from earlier", source='''
+    dict(exercise="train_bpe", how="checks the count of the chosen pair with a dict of counts, uses merge from earlier",
+         source='''
 def train_bpe(ids, n_merges):
     ids = ids[:]
     merges = []
@@ -631,7 +691,8 @@ def train_bpe(ids, n_merges):
     return merges
 '''),
     # ------------------------------------------------------------ encode
-    dict(exercise="encode", how="bytes iterated directly and each merge written inline as a for loop with a flag", source='''
+    dict(exercise="encode", how="bytes iterated directly and each merge written inline as a for loop with a flag",
+         source='''
 def encode(text, merges):
     ids = [b for b in text.encode("utf-8")]
     for k, (a, b) in enumerate(merges):
@@ -657,13 +718,15 @@ def encode(text, merges):
     return ids
 '''),
     # ------------------------------------------------------------ sinusoidal_encoding
-    dict(exercise="sinusoidal_encoding", how="frequencies as exp(-log(base) 2i/dim), sin and cos stacked then flattened", source='''
+    dict(exercise="sinusoidal_encoding",
+         how="frequencies as exp(-log(base) 2i/dim), sin and cos stacked then flattened", source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     w = torch.exp(-math.log(base) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
     angles = torch.outer(torch.arange(n_positions, dtype=torch.float64), w)
     return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(n_positions, dim)
 '''),
-    dict(exercise="sinusoidal_encoding", how="plain Python loops with math.sin and math.cos into a nested list", source='''
+    dict(exercise="sinusoidal_encoding", how="plain Python loops with math.sin and math.cos into a nested list",
+         source='''
 def sinusoidal_encoding(n_positions, dim, base=10000.0):
     rows = []
     for pos in range(n_positions):
@@ -683,7 +746,8 @@ def offset_rotation(k, dim, base=10000.0):
         blocks.append(torch.stack([torch.stack([a.cos(), -a.sin()]), torch.stack([a.sin(), a.cos()])]))
     return torch.block_diag(*blocks)
 '''),
-    dict(exercise="offset_rotation", how="vectorised: diagonal of cosines plus sines scattered with index tensors", source='''
+    dict(exercise="offset_rotation", how="vectorised: diagonal of cosines plus sines scattered with index tensors",
+         source='''
 def offset_rotation(k, dim, base=10000.0):
     even = torch.arange(0, dim, 2)
     angles = k * torch.pow(torch.tensor(base, dtype=torch.float64), -even.double() / dim)

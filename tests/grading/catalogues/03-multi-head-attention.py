@@ -8,37 +8,44 @@ the hidden tests of that exercise must fail on it (tests/grading/test_catalogues
 
 WRONG = [
     # ------------------------------------------------------------ split_heads
-    dict(exercise="split_heads", diagnosis="Likely mistake: the shape is right but the", mistake="reshape straight to (b, h, n, d) without transposing: right shape, wrong content", source='''
+    dict(exercise="split_heads", diagnosis="Likely mistake: the shape is right but the",
+         mistake="reshape straight to (b, h, n, d) without transposing: right shape, wrong content", source='''
 def split_heads(x, n_heads):
     b, n, d = x.shape
     return x.reshape(b, n_heads, n, d // n_heads)
 '''),
-    dict(exercise="split_heads", diagnosis="Likely mistake: the shape is right but the", mistake="view to (b, h, n, d): the same bug with view", source='''
+    dict(exercise="split_heads", diagnosis="Likely mistake: the shape is right but the",
+         mistake="view to (b, h, n, d): the same bug with view", source='''
 def split_heads(x, n_heads):
     b, n, d = x.shape
     return x.view(b, n_heads, n, d // n_heads)
 '''),
-    dict(exercise="split_heads", diagnosis="Likely mistake: the result is (batch, seq,", mistake="forgets the transpose: returns (b, n, h, d)", source='''
+    dict(exercise="split_heads", diagnosis="Likely mistake: the result is (batch, seq,",
+         mistake="forgets the transpose: returns (b, n, h, d)", source='''
 def split_heads(x, n_heads):
     b, n, d = x.shape
     return x.reshape(b, n, n_heads, d // n_heads)
 '''),
-    dict(exercise="split_heads", diagnosis="Likely mistake: each head gets every n_heads-th", mistake="interleaved heads: splits the features as (head_dim, n_heads)", source='''
+    dict(exercise="split_heads", diagnosis="Likely mistake: each head gets every n_heads-th",
+         mistake="interleaved heads: splits the features as (head_dim, n_heads)", source='''
 def split_heads(x, n_heads):
     b, n, d = x.shape
     return x.reshape(b, n, d // n_heads, n_heads).permute(0, 3, 1, 2)
 '''),
-    dict(exercise="split_heads", diagnosis="Likely mistake: head_dim and n_heads are swapped:", mistake="swaps n_heads and head_dim in the reshape", source='''
+    dict(exercise="split_heads", diagnosis="Likely mistake: head_dim and n_heads are swapped:",
+         mistake="swaps n_heads and head_dim in the reshape", source='''
 def split_heads(x, n_heads):
     b, n, d = x.shape
     return x.reshape(b, n, d // n_heads, n_heads).transpose(1, 2)
 '''),
-    dict(exercise="split_heads", diagnosis="Likely mistake: the last two axes are swapped:", mistake="transposes the wrong pair of axes: (b, h, d, n)", source='''
+    dict(exercise="split_heads", diagnosis="Likely mistake: the last two axes are swapped:",
+         mistake="transposes the wrong pair of axes: (b, h, d, n)", source='''
 def split_heads(x, n_heads):
     b, n, d = x.shape
     return x.reshape(b, n, n_heads, d // n_heads).permute(0, 2, 3, 1)
 '''),
-    dict(exercise="split_heads", diagnosis="Likely mistake: the shape is right but the", mistake="uses torch.chunk on the sequence axis instead of the features", source='''
+    dict(exercise="split_heads", diagnosis="Likely mistake: the shape is right but the",
+         mistake="uses torch.chunk on the sequence axis instead of the features", source='''
 def split_heads(x, n_heads):
     b, n, d = x.shape
     return torch.stack(torch.chunk(x.reshape(b, n * n_heads, d // n_heads), n_heads, dim=1), dim=1)
@@ -48,83 +55,99 @@ def split_heads(x, n_heads):
     from course_lib.multi_head import split_heads as ref
     return ref(x, n_heads)
 '''),
-    dict(exercise="split_heads", diagnosis="cut off from the autograd graph", mistake="detaches (numpy round trip)", source='''
+    dict(exercise="split_heads", diagnosis="cut off from the autograd graph", mistake="detaches (numpy round trip)",
+         source='''
 def split_heads(x, n_heads):
     b, n, d = x.shape
     return torch.from_numpy(x.detach().numpy().reshape(b, n, n_heads, d // n_heads).transpose(0, 2, 1, 3).copy())
 '''),
     # ------------------------------------------------------------ merge_heads
-    dict(exercise="merge_heads", diagnosis="Likely mistake: the shape is right but the", mistake="reshape without transposing back: right shape, wrong content", source='''
+    dict(exercise="merge_heads", diagnosis="Likely mistake: the shape is right but the",
+         mistake="reshape without transposing back: right shape, wrong content", source='''
 def merge_heads(x):
     b, h, n, d = x.shape
     return x.reshape(b, n, h * d)
 '''),
-    dict(exercise="merge_heads", diagnosis="raised", mistake="transposes then .view: fails on a non-contiguous tensor", source='''
+    dict(exercise="merge_heads", diagnosis="raised", mistake="transposes then .view: fails on a non-contiguous tensor",
+         source='''
 def merge_heads(x):
     b, h, n, d = x.shape
     return x.transpose(1, 2).view(b, n, h * d)
 '''),
-    dict(exercise="merge_heads", diagnosis="Likely mistake: the result is still (batch,", mistake="forgets to flatten: returns (b, n, h, d)", source='''
+    dict(exercise="merge_heads", diagnosis="Likely mistake: the result is still (batch,",
+         mistake="forgets to flatten: returns (b, n, h, d)", source='''
 def merge_heads(x):
     return x.transpose(1, 2)
 '''),
-    dict(exercise="merge_heads", diagnosis="Likely mistake: the heads come out interleaved", mistake="interleaves the heads: permute to (b, n, d, h)", source='''
+    dict(exercise="merge_heads", diagnosis="Likely mistake: the heads come out interleaved",
+         mistake="interleaves the heads: permute to (b, n, d, h)", source='''
 def merge_heads(x):
     b, h, n, d = x.shape
     return x.permute(0, 2, 3, 1).reshape(b, n, h * d)
 '''),
-    dict(exercise="merge_heads", diagnosis="Likely mistake: the shape is right but the", mistake="concatenates along the sequence axis", source='''
+    dict(exercise="merge_heads", diagnosis="Likely mistake: the shape is right but the",
+         mistake="concatenates along the sequence axis", source='''
 def merge_heads(x):
     b, h, n, d = x.shape
     return torch.cat([x[:, i] for i in range(h)], dim=1).reshape(b, n, h * d)
 '''),
-    dict(exercise="merge_heads", diagnosis="gives wrong values", mistake="sums the heads instead of concatenating them", source='''
+    dict(exercise="merge_heads", diagnosis="gives wrong values", mistake="sums the heads instead of concatenating them",
+         source='''
 def merge_heads(x):
     b, h, n, d = x.shape
     return x.sum(dim=1).repeat(1, 1, h)
 '''),
-    dict(exercise="merge_heads", diagnosis="Likely mistake: the heads come out in reverse", mistake="heads in reverse order", source='''
+    dict(exercise="merge_heads", diagnosis="Likely mistake: the heads come out in reverse",
+         mistake="heads in reverse order", source='''
 def merge_heads(x):
     b, h, n, d = x.shape
     return x.flip(1).transpose(1, 2).reshape(b, n, h * d)
 '''),
-    dict(exercise="merge_heads", diagnosis="Likely mistake: the result is (batch, n_heads, seq*head_dim)", mistake="flattens the last two axes of (b, h, n, d): keeps the head axis second", source='''
+    dict(exercise="merge_heads", diagnosis="Likely mistake: the result is (batch, n_heads, seq*head_dim)",
+         mistake="flattens the last two axes of (b, h, n, d): keeps the head axis second", source='''
 def merge_heads(x):
     b, h, n, d = x.shape
     return x.reshape(b, h, n * d)
 '''),
     # ------------------------------------------------------------ multi_head_attention
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the scores are not scaled:", mistake="no 1/sqrt(d_k) scale", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the scores are not scaled:",
+         mistake="no 1/sqrt(d_k) scale", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     return merge_heads(torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the scores are scaled by 1/sqrt(dim):", mistake="scales by sqrt(dim) instead of sqrt(head_dim)", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the scores are scaled by 1/sqrt(dim):",
+         mistake="scales by sqrt(dim) instead of sqrt(head_dim)", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])
     return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: attention runs once over the", mistake="one full-width head: ignores n_heads", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: attention runs once over the",
+         mistake="one full-width head: ignores n_heads", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = x @ w_q.T, x @ w_k.T, x @ w_v.T
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1] // n_heads)
     return torch.softmax(s, dim=-1) @ v @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: this is single-head attention at full width:", mistake="plain single-head attention: n_heads unused, scale 1/sqrt(dim)", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: this is single-head attention at full width:",
+         mistake="plain single-head attention: n_heads unused, scale 1/sqrt(dim)", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = x @ w_q.T, x @ w_k.T, x @ w_v.T
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return torch.softmax(s, dim=-1) @ v @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the heads are split by reshaping (batch, seq, dim) straight", mistake="splits and merges the heads by reshape alone, no transposes", source='''
+    dict(exercise="multi_head_attention",
+         diagnosis="Likely mistake: the heads are split by reshaping (batch, seq, dim) straight",
+         mistake="splits and merges the heads by reshape alone, no transposes", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     b, n, d = x.shape
     q, k, v = ((x @ w.T).reshape(b, n_heads, n, d // n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(d // n_heads)
     return (torch.softmax(s, dim=-1) @ v).reshape(b, n, d) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the features are dealt to the heads interleaved:", mistake="splits the features as (head_dim, n_heads): head i gets every n_heads-th feature", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the features are dealt to the heads interleaved:",
+         mistake="splits the features as (head_dim, n_heads): head i gets every n_heads-th feature", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     b, n, d = x.shape
     hd = d // n_heads
@@ -133,45 +156,52 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     out = torch.softmax(s, dim=-1) @ v              # (b, h, n, hd)
     return out.permute(0, 2, 3, 1).reshape(b, n, d) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the heads are split with a", mistake="splits heads by reshape without transpose", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the heads are split with a",
+         mistake="splits heads by reshape without transpose", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     b, n, d = x.shape
     q, k, v = ((x @ w.T).reshape(b, n_heads, n, d // n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(d // n_heads)
     return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the heads are split correctly", mistake="merges heads by reshape without transpose", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the heads are split correctly",
+         mistake="merges heads by reshape without transpose", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     b, n, d = x.shape
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(d // n_heads)
     return (torch.softmax(s, dim=-1) @ v).reshape(b, n, d) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the output projection W_O", mistake="forgets the output projection", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the output projection W_O",
+         mistake="forgets the output projection", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return merge_heads(torch.softmax(s, dim=-1) @ v)
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the weights are used untransposed:", mistake="uses the weights untransposed (x @ w)", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the weights are used untransposed:",
+         mistake="uses the weights untransposed (x @ w)", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w, n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the output weight is used", mistake="only the output weight untransposed", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the output weight is used",
+         mistake="only the output weight untransposed", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the softmax runs over the", mistake="softmax over the queries (dim=-2)", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: the softmax runs over the",
+         mistake="softmax over the queries (dim=-2)", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return merge_heads(torch.softmax(s, dim=-2) @ v) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="Likely mistake: a causal mask is applied;", mistake="adds a causal mask nobody asked for", source='''
+    dict(exercise="multi_head_attention", diagnosis="Likely mistake: a causal mask is applied;",
+         mistake="adds a causal mask nobody asked for", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -179,26 +209,30 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     s = s.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
     return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="gives wrong values", mistake="keys from the value weights (copy-paste slip)", source='''
+    dict(exercise="multi_head_attention", diagnosis="gives wrong values",
+         mistake="keys from the value weights (copy-paste slip)", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_v, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="gives wrong values", mistake="averages the heads' outputs instead of concatenating", source='''
+    dict(exercise="multi_head_attention", diagnosis="gives wrong values",
+         mistake="averages the heads' outputs instead of concatenating", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     heads = torch.softmax(s, dim=-1) @ v
     return heads.mean(dim=1).repeat(1, 1, n_heads) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="does the exercise for you", mistake="calls torch's fused scaled_dot_product_attention", source='''
+    dict(exercise="multi_head_attention", diagnosis="does the exercise for you",
+         mistake="calls torch's fused scaled_dot_product_attention", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     import torch.nn.functional as F
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
     return merge_heads(F.scaled_dot_product_attention(q, k, v)) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", diagnosis="does the exercise for you", mistake="uses nn.MultiheadAttention with the given weights", source='''
+    dict(exercise="multi_head_attention", diagnosis="does the exercise for you",
+         mistake="uses nn.MultiheadAttention with the given weights", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     d = x.shape[-1]
     layer = torch.nn.MultiheadAttention(d, n_heads, bias=False, batch_first=True).to(x.dtype)
@@ -212,7 +246,8 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     from course_lib.multi_head import multi_head_attention as ref
     return ref(x, w_q, w_k, w_v, w_o, n_heads)
 '''),
-    dict(exercise="multi_head_attention", diagnosis="returned dtype", mistake="computes in float32 (loses float64 inputs' dtype)", source='''
+    dict(exercise="multi_head_attention", diagnosis="returned dtype",
+         mistake="computes in float32 (loses float64 inputs' dtype)", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     x, w_q, w_k, w_v, w_o = (t.float() for t in (x, w_q, w_k, w_v, w_o))
     q, k, v = (split_heads(x @ w.T, n_heads) for w in (w_q, w_k, w_v))
@@ -220,17 +255,21 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     return merge_heads(torch.softmax(s, dim=-1) @ v) @ w_o.T
 '''),
     # ------------------------------------------------------------ project_heads_separately
-    dict(exercise="project_heads_separately", diagnosis="Likely mistake: the per-head projections are", mistake="averages the per-head projections", source='''
+    dict(exercise="project_heads_separately", diagnosis="Likely mistake: the per-head projections are",
+         mistake="averages the per-head projections", source='''
 def project_heads_separately(heads, w_o):
     h, d = heads.shape[-3], heads.shape[-1]
     return sum(heads[..., i, :, :] @ w_o[:, i * d:(i + 1) * d].T for i in range(h)) / h
 '''),
-    dict(exercise="project_heads_separately", diagnosis="Likely mistake: head i is paired with the", mistake="interleaved columns w_o[:, i::h]", source='''
+    dict(exercise="project_heads_separately", diagnosis="Likely mistake: head i is paired with the",
+         mistake="interleaved columns w_o[:, i::h]", source='''
 def project_heads_separately(heads, w_o):
     h = heads.shape[-3]
     return sum(heads[..., i, :, :] @ w_o[:, i::h].T for i in range(h))
 '''),
-    dict(exercise="project_heads_separately", diagnosis="Likely mistake: the heads are paired with the blocks of w_o in reverse", mistake="counts the blocks of w_o from the end", source='''
+    dict(exercise="project_heads_separately",
+         diagnosis="Likely mistake: the heads are paired with the blocks of w_o in reverse",
+         mistake="counts the blocks of w_o from the end", source='''
 def project_heads_separately(heads, w_o):
     h, d = heads.shape[-3], heads.shape[-1]
     out = 0
@@ -239,17 +278,20 @@ def project_heads_separately(heads, w_o):
         out = out + heads[..., i, :, :] @ w_o[:, j * d:(j + 1) * d].T
     return out
 '''),
-    dict(exercise="project_heads_separately", diagnosis="Likely mistake: head i is paired with a block", mistake="takes blocks of rows of w_o (works only when square)", source='''
+    dict(exercise="project_heads_separately", diagnosis="Likely mistake: head i is paired with a block",
+         mistake="takes blocks of rows of w_o (works only when square)", source='''
 def project_heads_separately(heads, w_o):
     h, d = heads.shape[-3], heads.shape[-1]
     return sum(heads[..., i, :, :] @ w_o[i * d:(i + 1) * d, :] for i in range(h))
 '''),
-    dict(exercise="project_heads_separately", diagnosis="Likely mistake: the heads are concatenated", mistake="concatenates by reshape without transpose", source='''
+    dict(exercise="project_heads_separately", diagnosis="Likely mistake: the heads are concatenated",
+         mistake="concatenates by reshape without transpose", source='''
 def project_heads_separately(heads, w_o):
     *lead, h, n, d = heads.shape
     return heads.reshape(*lead, n, h * d) @ w_o.T
 '''),
-    dict(exercise="project_heads_separately", diagnosis="Likely mistake: only the first head is projected:", mistake="off by one in the loop: skips the last head", source='''
+    dict(exercise="project_heads_separately", diagnosis="Likely mistake: only the first head is projected:",
+         mistake="off by one in the loop: skips the last head", source='''
 def project_heads_separately(heads, w_o):
     h, d = heads.shape[-3], heads.shape[-1]
     out = 0
@@ -257,18 +299,21 @@ def project_heads_separately(heads, w_o):
         out = out + heads[..., i, :, :] @ w_o[:, i * d:(i + 1) * d].T
     return out if h > 1 else heads[..., 0, :, :] @ w_o.T
 '''),
-    dict(exercise="project_heads_separately", diagnosis="raised", mistake="indexes the head on axis 1 (assumes one batch axis)", source='''
+    dict(exercise="project_heads_separately", diagnosis="raised",
+         mistake="indexes the head on axis 1 (assumes one batch axis)", source='''
 def project_heads_separately(heads, w_o):
     h, d = heads.shape[1], heads.shape[-1]
     return sum(heads[:, i] @ w_o[:, i * d:(i + 1) * d].T for i in range(h))
 '''),
-    dict(exercise="project_heads_separately", diagnosis="raised", mistake="head width taken from dim // n_heads (assumes dim == n_heads * head_dim)", source='''
+    dict(exercise="project_heads_separately", diagnosis="raised",
+         mistake="head width taken from dim // n_heads (assumes dim == n_heads * head_dim)", source='''
 def project_heads_separately(heads, w_o):
     h = heads.shape[-3]
     d = w_o.shape[0] // h
     return sum(heads[..., i, :, :d] @ w_o[:, i * d:(i + 1) * d].T for i in range(h))
 '''),
-    dict(exercise="project_heads_separately", diagnosis="Likely mistake: the per-head outputs are returned", mistake="returns the per-head contributions without summing", source='''
+    dict(exercise="project_heads_separately", diagnosis="Likely mistake: the per-head outputs are returned",
+         mistake="returns the per-head contributions without summing", source='''
 def project_heads_separately(heads, w_o):
     h, d = heads.shape[-3], heads.shape[-1]
     return torch.stack([heads[..., i, :, :] @ w_o[:, i * d:(i + 1) * d].T for i in range(h)], dim=-3)
@@ -279,46 +324,56 @@ def project_heads_separately(heads, w_o):
     return mha_output_as_head_sum(heads, w_o)
 '''),
     # ------------------------------------------------------------ mha_param_count
-    dict(exercise="mha_param_count", diagnosis="Likely mistake: the output projection W_O", mistake="forgets W_O", source='''
+    dict(exercise="mha_param_count", diagnosis="Likely mistake: the output projection W_O", mistake="forgets W_O",
+         source='''
 def mha_param_count(dim, n_heads, bias=True):
     return 3 * dim * dim + (3 * dim if bias else 0)
 '''),
-    dict(exercise="mha_param_count", diagnosis="Likely mistake: the biases are missing: each", mistake="ignores the biases", source='''
+    dict(exercise="mha_param_count", diagnosis="Likely mistake: the biases are missing: each",
+         mistake="ignores the biases", source='''
 def mha_param_count(dim, n_heads, bias=True):
     return 4 * dim * dim
 '''),
-    dict(exercise="mha_param_count", diagnosis="Likely mistake: biases are counted even when", mistake="counts biases even when bias=False", source='''
+    dict(exercise="mha_param_count", diagnosis="Likely mistake: biases are counted even when",
+         mistake="counts biases even when bias=False", source='''
 def mha_param_count(dim, n_heads, bias=True):
     return 4 * dim * dim + 4 * dim
 '''),
-    dict(exercise="mha_param_count", diagnosis="Likely mistake: the count is a float: use", mistake="returns a float (true division)", source='''
+    dict(exercise="mha_param_count", diagnosis="Likely mistake: the count is a float: use",
+         mistake="returns a float (true division)", source='''
 def mha_param_count(dim, n_heads, bias=True):
     head_dim = dim / n_heads
     return 4 * n_heads * head_dim * dim + (4 * dim if bias else 0)
 '''),
-    dict(exercise="mha_param_count", diagnosis="Likely mistake: the weights are counted once", mistake="full-width weights per head", source='''
+    dict(exercise="mha_param_count", diagnosis="Likely mistake: the weights are counted once",
+         mistake="full-width weights per head", source='''
 def mha_param_count(dim, n_heads, bias=True):
     return n_heads * (4 * dim * dim) + (4 * dim if bias else 0)
 '''),
-    dict(exercise="mha_param_count", diagnosis="Likely mistake: each head is counted as head_dim", mistake="each head's projection counted as head_dim x head_dim", source='''
+    dict(exercise="mha_param_count", diagnosis="Likely mistake: each head is counted as head_dim",
+         mistake="each head's projection counted as head_dim x head_dim", source='''
 def mha_param_count(dim, n_heads, bias=True):
     head_dim = dim // n_heads
     return 4 * n_heads * head_dim * head_dim + (4 * dim if bias else 0)
 '''),
-    dict(exercise="mha_param_count", diagnosis="Likely mistake: only one projection's biases", mistake="one bias vector only", source='''
+    dict(exercise="mha_param_count", diagnosis="Likely mistake: only one projection's biases",
+         mistake="one bias vector only", source='''
 def mha_param_count(dim, n_heads, bias=True):
     return 4 * dim * dim + (dim if bias else 0)
 '''),
-    dict(exercise="mha_param_count", diagnosis="Likely mistake: the biases are counted once", mistake="bias counted per head", source='''
+    dict(exercise="mha_param_count", diagnosis="Likely mistake: the biases are counted once",
+         mistake="bias counted per head", source='''
 def mha_param_count(dim, n_heads, bias=True):
     return 4 * dim * dim + (4 * n_heads * dim if bias else 0)
 '''),
-    dict(exercise="mha_param_count", diagnosis="Likely mistake: the biases are missing: each", mistake="bias given a default of False", source='''
+    dict(exercise="mha_param_count", diagnosis="Likely mistake: the biases are missing: each",
+         mistake="bias given a default of False", source='''
 def mha_param_count(dim, n_heads, bias=False):
     return 4 * dim * dim + (4 * dim if bias else 0)
 '''),
     # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
-    dict(exercise="multi_head_attention", diagnosis="argument(s) 1 times 12", mistake="softmax written as exp / sum without the maximum subtracted", source='''
+    dict(exercise="multi_head_attention", diagnosis="argument(s) 1 times 12",
+         mistake="softmax written as exp / sum without the maximum subtracted", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     b, n, d = x.shape
     hd = d // n_heads
@@ -349,7 +404,8 @@ def merge_heads(x):
     return x.permute(0, 2, 1, 3).flatten(start_dim=2)
 '''),
     # ------------------------------------------------------------ multi_head_attention
-    dict(exercise="multi_head_attention", how="a loop over the heads with row blocks of the weights, outputs concatenated", source='''
+    dict(exercise="multi_head_attention",
+         how="a loop over the heads with row blocks of the weights, outputs concatenated", source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     dim = x.shape[-1]
     d = dim // n_heads
@@ -363,7 +419,8 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
         outs.append(weights @ v)
     return torch.cat(outs, dim=-1) @ w_o.T
 '''),
-    dict(exercise="multi_head_attention", how="einsum with the weights unflattened per head, softmax written out", source='''
+    dict(exercise="multi_head_attention", how="einsum with the weights unflattened per head, softmax written out",
+         source='''
 def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     dim = x.shape[-1]
     d = dim // n_heads
@@ -376,17 +433,20 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     return torch.einsum("bhsd,ohd->bso", a, w_o.reshape(dim, n_heads, d))
 '''),
     # ------------------------------------------------------------ project_heads_separately
-    dict(exercise="project_heads_separately", how="one einsum with w_o unflattened to (dim, n_heads, head_dim)", source='''
+    dict(exercise="project_heads_separately", how="one einsum with w_o unflattened to (dim, n_heads, head_dim)",
+         source='''
 def project_heads_separately(heads, w_o):
     n_heads, head_dim = heads.shape[-3], heads.shape[-1]
     return torch.einsum("...hsd,ohd->...so", heads, w_o.reshape(w_o.shape[0], n_heads, head_dim))
 '''),
-    dict(exercise="project_heads_separately", how="concatenate the heads, then one projection (the identity the exercise shows)", source='''
+    dict(exercise="project_heads_separately",
+         how="concatenate the heads, then one projection (the identity the exercise shows)", source='''
 def project_heads_separately(heads, w_o):
     concat = heads.transpose(-3, -2).flatten(-2)
     return torch.matmul(concat, w_o.transpose(0, 1))
 '''),
-    dict(exercise="project_heads_separately", how="per-head products on column chunks of w_o, stacked and summed", source='''
+    dict(exercise="project_heads_separately", how="per-head products on column chunks of w_o, stacked and summed",
+         source='''
 def project_heads_separately(heads, w_o):
     blocks = w_o.chunk(heads.shape[-3], dim=1)
     parts = [heads.select(-3, i) @ b.T for i, b in enumerate(blocks)]

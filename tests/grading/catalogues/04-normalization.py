@@ -8,86 +8,100 @@ says what a learner got wrong, in the words of a reviewer.
 
 WRONG = [
     # ------------------------------------------------------------ layer_norm
-    dict(exercise="layer_norm", diagnosis="Likely mistake: the variance is unbiased (divided", mistake="torch.var's default: the unbiased variance", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the variance is unbiased (divided",
+         mistake="torch.var's default: the unbiased variance", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     var = x.var(dim=-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="gives wrong values", mistake="one-pass variance E[x^2] - E[x]^2 (cancellation in float32)", source='''
+    dict(exercise="layer_norm", diagnosis="gives wrong values",
+         mistake="one-pass variance E[x^2] - E[x]^2 (cancellation in float32)", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     var = (x ** 2).mean(dim=-1, keepdim=True) - mean ** 2
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="Likely mistake: eps is added outside the square", mistake="eps outside the square root (std + eps)", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: eps is added outside the square",
+         mistake="eps outside the square root (std + eps)", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     std = x.std(dim=-1, unbiased=False, keepdim=True)
     return (x - mean) / (std + eps) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="Likely mistake: eps is missing: divide by", mistake="eps forgotten", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: eps is missing: divide by", mistake="eps forgotten",
+         source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / torch.sqrt(var) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="Likely mistake: the statistics are taken over the first", mistake="statistics over the batch axis (BatchNorm)", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the statistics are taken over the first",
+         mistake="statistics over the batch axis (BatchNorm)", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=0, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=0, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="Likely mistake: the statistics are taken over the leading (batch) axes", mistake="statistics over every axis but the last (BatchNorm)", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the statistics are taken over the leading (batch) axes",
+         mistake="statistics over every axis but the last (BatchNorm)", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     dims = tuple(range(x.ndim - 1))
     mean = x.mean(dim=dims, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="Likely mistake: the statistics are taken over the whole", mistake="statistics over the whole tensor (no dim)", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the statistics are taken over the whole",
+         mistake="statistics over the whole tensor (no dim)", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean()
     var = ((x - mean) ** 2).mean()
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="Likely mistake: the centered input is divided", mistake="divides by the variance, not the standard deviation", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the centered input is divided",
+         mistake="divides by the variance, not the standard deviation", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / (var + eps) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="Likely mistake: gamma and beta are swapped:", mistake="gamma and beta swapped", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: gamma and beta are swapped:",
+         mistake="gamma and beta swapped", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * beta + gamma
 '''),
-    dict(exercise="layer_norm", diagnosis="Likely mistake: the gain gamma is not applied: multiply", mistake="forgets the gain gamma", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the gain gamma is not applied: multiply",
+         mistake="forgets the gain gamma", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="Likely mistake: the mean is not subtracted from the numerator", mistake="divides x itself, not x - mean, by the standard deviation", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the mean is not subtracted from the numerator",
+         mistake="divides x itself, not x - mean, by the standard deviation", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return x / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="Likely mistake: the shift beta is not added.", mistake="forgets the shift beta", source='''
+    dict(exercise="layer_norm", diagnosis="Likely mistake: the shift beta is not added.",
+         mistake="forgets the shift beta", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * gamma
 '''),
-    dict(exercise="layer_norm", diagnosis="modified one of its inputs in place", mistake="centers x in place", source='''
+    dict(exercise="layer_norm", diagnosis="modified one of its inputs in place", mistake="centers x in place",
+         source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     x -= x.mean(dim=-1, keepdim=True)
     var = (x ** 2).mean(dim=-1, keepdim=True)
     return x / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="returned dtype", mistake="computes in float32 (float64 inputs lose their dtype)", source='''
+    dict(exercise="layer_norm", diagnosis="returned dtype",
+         mistake="computes in float32 (float64 inputs lose their dtype)", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     x = x.float()
     mean = x.mean(dim=-1, keepdim=True)
@@ -103,58 +117,70 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     from course_lib.norms import layer_norm as ref
     return ref(x, gamma, beta, eps)
 '''),
-    dict(exercise="layer_norm", diagnosis="gradient with respect to", mistake="mean and variance detached from autograd", source='''
+    dict(exercise="layer_norm", diagnosis="gradient with respect to",
+         mistake="mean and variance detached from autograd", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True).detach()
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True).detach()
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
     # ------------------------------------------------------------ rms_norm
-    dict(exercise="rms_norm", diagnosis="Likely mistake: the mean is subtracted: RMSNorm", mistake="subtracts the mean (LayerNorm without shift)", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: the mean is subtracted: RMSNorm",
+         mistake="subtracts the mean (LayerNorm without shift)", source='''
 def rms_norm(x, gamma, eps=1e-6):
     x = x - x.mean(dim=-1, keepdim=True)
     return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps) * gamma
 '''),
-    dict(exercise="rms_norm", diagnosis="Likely mistake: the square root of the *sum*", mistake="square root of the sum of squares (the L2 norm)", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: the square root of the *sum*",
+         mistake="square root of the sum of squares (the L2 norm)", source='''
 def rms_norm(x, gamma, eps=1e-6):
     return x / torch.sqrt((x * x).sum(dim=-1, keepdim=True) + eps) * gamma
 '''),
-    dict(exercise="rms_norm", diagnosis="Likely mistake: eps is added outside the square", mistake="eps outside the square root", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: eps is added outside the square",
+         mistake="eps outside the square root", source='''
 def rms_norm(x, gamma, eps=1e-6):
     return x / (torch.sqrt((x * x).mean(dim=-1, keepdim=True)) + eps) * gamma
 '''),
-    dict(exercise="rms_norm", diagnosis="Likely mistake: the gain gamma is not applied.", mistake="forgets gamma", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: the gain gamma is not applied.", mistake="forgets gamma",
+         source='''
 def rms_norm(x, gamma, eps=1e-6):
     return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)
 '''),
-    dict(exercise="rms_norm", diagnosis="Likely mistake: eps is missing: divide by", mistake="F.normalize times sqrt(d): eps handled as a clamp on the norm", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: eps is missing: divide by",
+         mistake="F.normalize times sqrt(d): eps handled as a clamp on the norm", source='''
 def rms_norm(x, gamma, eps=1e-6):
     import torch.nn.functional as F
     return F.normalize(x, dim=-1, eps=eps) * math.sqrt(x.shape[-1]) * gamma
 '''),
-    dict(exercise="rms_norm", diagnosis="Likely mistake: x is divided by its standard", mistake="uses the standard deviation (std) instead of the RMS", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: x is divided by its standard",
+         mistake="uses the standard deviation (std) instead of the RMS", source='''
 def rms_norm(x, gamma, eps=1e-6):
     return x / torch.sqrt(x.var(dim=-1, unbiased=False, keepdim=True) + eps) * gamma
 '''),
-    dict(exercise="rms_norm", diagnosis="Likely mistake: the mean square is taken over the first", mistake="mean square over the first axis", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: the mean square is taken over the first",
+         mistake="mean square over the first axis", source='''
 def rms_norm(x, gamma, eps=1e-6):
     return x / torch.sqrt((x * x).mean(dim=0, keepdim=True) + eps) * gamma
 '''),
-    dict(exercise="rms_norm", diagnosis="Likely mistake: x is divided by the mean square;", mistake="no square root", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: x is divided by the mean square;", mistake="no square root",
+         source='''
 def rms_norm(x, gamma, eps=1e-6):
     return x / ((x * x).mean(dim=-1, keepdim=True) + eps) * gamma
 '''),
-    dict(exercise="rms_norm", diagnosis="Likely mistake: x is multiplied by the RMS;", mistake="multiplies by the RMS instead of dividing", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: x is multiplied by the RMS;",
+         mistake="multiplies by the RMS instead of dividing", source='''
 def rms_norm(x, gamma, eps=1e-6):
     rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)
     return x * rms * gamma
 '''),
-    dict(exercise="rms_norm", diagnosis="Likely mistake: the mean square is taken over the leading axes;", mistake="mean square over every axis but the last (one per feature)", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: the mean square is taken over the leading axes;",
+         mistake="mean square over every axis but the last (one per feature)", source='''
 def rms_norm(x, gamma, eps=1e-6):
     dims = tuple(range(x.ndim - 1))
     return x / torch.sqrt((x * x).mean(dim=dims, keepdim=True) + eps) * gamma
 '''),
-    dict(exercise="rms_norm", diagnosis="Likely mistake: the mean square is taken over the whole tensor;", mistake="mean square of the whole tensor (no dim)", source='''
+    dict(exercise="rms_norm", diagnosis="Likely mistake: the mean square is taken over the whole tensor;",
+         mistake="mean square of the whole tensor (no dim)", source='''
 def rms_norm(x, gamma, eps=1e-6):
     return x / torch.sqrt((x * x).mean() + eps) * gamma
 '''),
@@ -163,20 +189,23 @@ def rms_norm(x, gamma, eps=1e-6):
     return torch.nn.functional.rms_norm(x, (x.shape[-1],), gamma, eps)
 '''),
     # ------------------------------------------------------------ batch_norm
-    dict(exercise="batch_norm", diagnosis="Likely mistake: the statistics are taken over each", mistake="normalizes over the feature axis (LayerNorm)", source='''
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the statistics are taken over each",
+         mistake="normalizes over the feature axis (LayerNorm)", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="batch_norm", diagnosis="Likely mistake: the padding slots enter the", mistake="ignores the mask: padding enters the statistics", source='''
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the padding slots enter the",
+         mistake="ignores the mask: padding enters the statistics", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     dims = tuple(range(x.ndim - 1))
     mean = x.mean(dim=dims)
     var = ((x - mean) ** 2).mean(dim=dims)
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="batch_norm", diagnosis="Likely mistake: the variance is unbiased (divided", mistake="unbiased variance of the real tokens", source='''
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the variance is unbiased (divided",
+         mistake="unbiased variance of the real tokens", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     tokens = x.reshape(-1, x.shape[-1])
     if mask is not None:
@@ -184,7 +213,8 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     mean, var = tokens.mean(0), tokens.var(0)
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="batch_norm", diagnosis="Likely mistake: the statistics are taken over the", mistake="statistics over the batch axis only, per position", source='''
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the statistics are taken over the",
+         mistake="statistics over the batch axis only, per position", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     m = torch.ones(x.shape[:-1], dtype=x.dtype) if mask is None else mask.to(x.dtype)
     m = m[..., None]
@@ -193,7 +223,8 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     var = (((x - mean) ** 2) * m).sum(dim=0) / n
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="batch_norm", diagnosis="Likely mistake: the masked sums are divided", mistake="masked sums divided by all positions", source='''
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the masked sums are divided",
+         mistake="masked sums divided by all positions", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     dims = tuple(range(x.ndim - 1))
     m = torch.ones(x.shape[:-1], dtype=x.dtype) if mask is None else mask.to(x.dtype)
@@ -203,7 +234,8 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     var = (((x - mean) ** 2) * m).sum(dim=dims) / n
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="batch_norm", diagnosis="Likely mistake: the mean uses the real tokens", mistake="mask used for the mean but not for the variance", source='''
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the mean uses the real tokens",
+         mistake="mask used for the mean but not for the variance", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     dims = tuple(range(x.ndim - 1))
     if mask is None:
@@ -213,7 +245,8 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     var = ((x - mean) ** 2).mean(dim=dims)
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="batch_norm", diagnosis="Likely mistake: the padded outputs are set", mistake="zeroes the padded outputs", source='''
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the padded outputs are set",
+         mistake="zeroes the padded outputs", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     tokens = x.reshape(-1, x.shape[-1])
     if mask is not None:
@@ -223,7 +256,8 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     y = (x - mean) / torch.sqrt(var + eps) * gamma + beta
     return y if mask is None else y * mask[..., None]
 '''),
-    dict(exercise="batch_norm", diagnosis="gives wrong values", mistake="only handles (batch, seq, d): statistics over dims (0, 1) always", source='''
+    dict(exercise="batch_norm", diagnosis="gives wrong values",
+         mistake="only handles (batch, seq, d): statistics over dims (0, 1) always", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     m = torch.ones(x.shape[:2], dtype=x.dtype) if mask is None else mask.to(x.dtype)
     while m.ndim < 2:
@@ -234,7 +268,8 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     var = (((x - mean) ** 2) * m).sum(dim=(0, 1)) / n
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="batch_norm", diagnosis="Likely mistake: eps is added outside the square", mistake="eps outside the square root", source='''
+    dict(exercise="batch_norm", diagnosis="Likely mistake: eps is added outside the square",
+         mistake="eps outside the square root", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     tokens = x.reshape(-1, x.shape[-1])
     if mask is not None:
@@ -243,7 +278,8 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     std = tokens.std(0, unbiased=False)
     return (x - mean) / (std + eps) * gamma + beta
 '''),
-    dict(exercise="batch_norm", diagnosis="Likely mistake: the gain gamma is not applied.", mistake="forgets the gain gamma", source='''
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the gain gamma is not applied.",
+         mistake="forgets the gain gamma", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     tokens = x.reshape(-1, x.shape[-1])
     if mask is not None:
@@ -252,7 +288,8 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     var = ((tokens - mean) ** 2).mean(0)
     return (x - mean) / torch.sqrt(var + eps) + beta
 '''),
-    dict(exercise="batch_norm", diagnosis="Likely mistake: the shift beta is not added.", mistake="forgets the shift beta", source='''
+    dict(exercise="batch_norm", diagnosis="Likely mistake: the shift beta is not added.",
+         mistake="forgets the shift beta", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     tokens = x.reshape(-1, x.shape[-1])
     if mask is not None:
@@ -261,7 +298,8 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     var = ((tokens - mean) ** 2).mean(0)
     return (x - mean) / torch.sqrt(var + eps) * gamma
 '''),
-    dict(exercise="batch_norm", diagnosis="does the exercise for you", mistake="calls torch's batch_norm on the real tokens", source='''
+    dict(exercise="batch_norm", diagnosis="does the exercise for you",
+         mistake="calls torch's batch_norm on the real tokens", source='''
 def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     tokens = x.reshape(-1, x.shape[-1])
     real = tokens if mask is None else tokens[mask.reshape(-1)]
@@ -270,20 +308,23 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     return y.reshape(x.shape)
 '''),
     # ------------------------------------------------------------ layer_norm_backward
-    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the mean and the variance", mistake="treats mean and variance as constants", source='''
+    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the mean and the variance",
+         mistake="treats mean and variance as constants", source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
     return grad_out * gamma / sigma
 '''),
-    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the path through the variance", mistake="forgets the path through the variance", source='''
+    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the path through the variance",
+         mistake="forgets the path through the variance", source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
     g = grad_out * gamma
     return (g - g.mean(dim=-1, keepdim=True)) / sigma
 '''),
-    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the path through the mean", mistake="forgets the path through the mean", source='''
+    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the path through the mean",
+         mistake="forgets the path through the mean", source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
@@ -291,7 +332,8 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     g = grad_out * gamma
     return (g - xhat * (g * xhat).mean(dim=-1, keepdim=True)) / sigma
 '''),
-    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the gain is left out: the", mistake="forgets gamma", source='''
+    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the gain is left out: the", mistake="forgets gamma",
+         source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
@@ -299,7 +341,8 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     g = grad_out
     return (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True)) / sigma
 '''),
-    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the correction terms use sums", mistake="sums instead of means (a factor d on the correction terms)", source='''
+    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the correction terms use sums",
+         mistake="sums instead of means (a factor d on the correction terms)", source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
@@ -307,7 +350,8 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     g = grad_out * gamma
     return (g - g.sum(dim=-1, keepdim=True) - xhat * (g * xhat).sum(dim=-1, keepdim=True)) / sigma
 '''),
-    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the variance is unbiased (divided", mistake="unbiased variance", source='''
+    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the variance is unbiased (divided",
+         mistake="unbiased variance", source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     sigma = torch.sqrt(x.var(dim=-1, keepdim=True) + eps)
@@ -315,7 +359,8 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     g = grad_out * gamma
     return (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True)) / sigma
 '''),
-    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the variance term has the wrong sign:", mistake="adds the variance term instead of subtracting it", source='''
+    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the variance term has the wrong sign:",
+         mistake="adds the variance term instead of subtracting it", source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
@@ -323,7 +368,8 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     g = grad_out * gamma
     return (g - g.mean(dim=-1, keepdim=True) + xhat * (g * xhat).mean(dim=-1, keepdim=True)) / sigma
 '''),
-    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the result is multiplied by sqrt(var + eps);", mistake="multiplies by the standard deviation instead of dividing", source='''
+    dict(exercise="layer_norm_backward", diagnosis="Likely mistake: the result is multiplied by sqrt(var + eps);",
+         mistake="multiplies by the standard deviation instead of dividing", source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     sigma = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
@@ -331,7 +377,8 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     g = grad_out * gamma
     return (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True)) * sigma
 '''),
-    dict(exercise="layer_norm_backward", diagnosis="does the exercise for you", mistake="uses autograd on a forward pass", source='''
+    dict(exercise="layer_norm_backward", diagnosis="does the exercise for you",
+         mistake="uses autograd on a forward pass", source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     with torch.enable_grad():
         xr = x.detach().clone().requires_grad_(True)
@@ -340,7 +387,8 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
         (dx,) = torch.autograd.grad((y * grad_out).sum(), xr)
     return dx
 '''),
-    dict(exercise="layer_norm_backward", diagnosis="does the exercise for you", mistake="uses torch.func.vjp", source='''
+    dict(exercise="layer_norm_backward", diagnosis="does the exercise for you", mistake="uses torch.func.vjp",
+         source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     import torch.func
     def f(t):
@@ -399,7 +447,8 @@ def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
     return (x - mean) * torch.rsqrt(var + eps) * gamma + beta
 '''),
     # ------------------------------------------------------------ layer_norm_backward
-    dict(exercise="layer_norm_backward", how="the formula with sums: (d g - sum g - xhat sum(g xhat)) / (d sigma)", source='''
+    dict(exercise="layer_norm_backward", how="the formula with sums: (d g - sum g - xhat sum(g xhat)) / (d sigma)",
+         source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     d = x.shape[-1]
     centered = x - x.mean(dim=-1, keepdim=True)
@@ -410,7 +459,8 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     proj = (g * xhat).sum(dim=-1, keepdim=True)
     return inv_sigma / d * (d * g - total - xhat * proj)
 '''),
-    dict(exercise="layer_norm_backward", how="staged chain rule through the variance and the mean (the computational graph)", source='''
+    dict(exercise="layer_norm_backward",
+         how="staged chain rule through the variance and the mean (the computational graph)", source='''
 def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     d = x.shape[-1]
     mu = x.mean(dim=-1, keepdim=True)

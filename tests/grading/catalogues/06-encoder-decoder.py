@@ -9,19 +9,23 @@ WRONG = []
 
 WRONG += [
     # ------------------------------------------------------------ shift_right
-    dict(exercise="shift_right", diagnosis="Likely mistake: you shifted left (dropped", mistake="shifts left", source='''
+    dict(exercise="shift_right", diagnosis="Likely mistake: you shifted left (dropped", mistake="shifts left",
+         source='''
 def shift_right(tgt, bos_id):
     return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], dim=1)
 '''),
-    dict(exercise="shift_right", diagnosis="Likely mistake: you kept the whole target", mistake="keeps the last token (one too long)", source='''
+    dict(exercise="shift_right", diagnosis="Likely mistake: you kept the whole target",
+         mistake="keeps the last token (one too long)", source='''
 def shift_right(tgt, bos_id):
     return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], dim=1)
 '''),
-    dict(exercise="shift_right", diagnosis="Likely mistake: torch.roll wraps the last", mistake="torch.roll without replacing the wrapped token", source='''
+    dict(exercise="shift_right", diagnosis="Likely mistake: torch.roll wraps the last",
+         mistake="torch.roll without replacing the wrapped token", source='''
 def shift_right(tgt, bos_id):
     return torch.roll(tgt, 1, dims=1)
 '''),
-    dict(exercise="shift_right", diagnosis="modified one of its inputs in place", mistake="overwrites the first token in place", source='''
+    dict(exercise="shift_right", diagnosis="modified one of its inputs in place",
+         mistake="overwrites the first token in place", source='''
 def shift_right(tgt, bos_id):
     tgt[:, 0] = bos_id
     return tgt
@@ -34,58 +38,70 @@ def shift_right(tgt, bos_id):
 def shift_right(tgt, bos_id):
     return torch.cat([torch.full((tgt.shape[0], 1), float(bos_id)), tgt[:, :-1].float()], dim=1)
 '''),
-    dict(exercise="shift_right", diagnosis="Likely mistake: you shifted along the batch", mistake="shifts along the batch axis", source='''
+    dict(exercise="shift_right", diagnosis="Likely mistake: you shifted along the batch",
+         mistake="shifts along the batch axis", source='''
 def shift_right(tgt, bos_id):
     return torch.cat([torch.full_like(tgt[:1], bos_id), tgt[:-1]], dim=0)
 '''),
-    dict(exercise="shift_right", diagnosis="Likely mistake: you replaced the first token by BOS instead", mistake="overwrites the first token with BOS (on a copy)", source='''
+    dict(exercise="shift_right", diagnosis="Likely mistake: you replaced the first token by BOS instead",
+         mistake="overwrites the first token with BOS (on a copy)", source='''
 def shift_right(tgt, bos_id):
     out = tgt.clone()
     out[:, 0] = bos_id
     return out
 '''),
     # ------------------------------------------------------------ decoder_self_attention_mask
-    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the causal part is transposed:", mistake="upper triangle (j >= i)", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the causal part is transposed:",
+         mistake="upper triangle (j >= i)", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] >= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]
 '''),
-    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the causal part excludes the", mistake="strict causal mask (no diagonal)", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the causal part excludes the",
+         mistake="strict causal mask (no diagonal)", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] < pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]
 '''),
-    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the padding is masked along", mistake="padding applied to the query rows", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the padding is masked along",
+         mistake="padding applied to the query rows", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] <= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, :, None]
 '''),
-    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the padding mask is missing:", mistake="padding forgotten", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the padding mask is missing:",
+         mistake="padding forgotten", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     return torch.ones(len(tgt_lengths), n, n, dtype=torch.bool).tril()
 '''),
-    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: off by one in the padding:", mistake="off by one in the padding (j <= length)", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: off by one in the padding:",
+         mistake="off by one in the padding (j <= length)", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] <= pos[:, None])[None] & (pos[None, :] <= tgt_lengths[:, None])[:, None, :]
 '''),
-    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the two masks are combined", mistake="masks combined with or", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the two masks are combined",
+         mistake="masks combined with or", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] <= pos[:, None])[None] | (pos[None, :] < tgt_lengths[:, None])[:, None, :]
 '''),
-    dict(exercise="decoder_self_attention_mask", diagnosis="returned dtype", mistake="returns a float 0/1 mask", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="returned dtype", mistake="returns a float 0/1 mask",
+         source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     return ((pos[None, :] <= pos[:, None])[None] & (pos[None, :] < tgt_lengths[:, None])[:, None, :]).float()
 '''),
-    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the causal mask is missing: only the padding", mistake="causal mask forgotten", source='''
+    dict(exercise="decoder_self_attention_mask",
+         diagnosis="Likely mistake: the causal mask is missing: only the padding", mistake="causal mask forgotten",
+         source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     real = pos[None, :] < tgt_lengths[:, None]
     return real[:, None, :].expand(len(tgt_lengths), n, n)
 '''),
-    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the mask is inverted: True must mean", mistake="True marks the blocked positions", source='''
+    dict(exercise="decoder_self_attention_mask", diagnosis="Likely mistake: the mask is inverted: True must mean",
+         mistake="True marks the blocked positions", source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     pos = torch.arange(n)
     future = pos[None, :] > pos[:, None]
@@ -93,19 +109,22 @@ def decoder_self_attention_mask(tgt_lengths, n):
     return future[None, :, :] | pad[:, None, :]
 '''),
     # ------------------------------------------------------------ transformer_lr
-    dict(exercise="transformer_lr", diagnosis="Likely mistake: the factor dim^-0.5 is missing.", mistake="no dim factor", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: the factor dim^-0.5 is missing.",
+         mistake="no dim factor", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return min(step ** -0.5, step * warmup ** -1.5)
 '''),
-    dict(exercise="transformer_lr", diagnosis="Likely mistake: the warmup is raised to -0.5", mistake="warmup^-0.5 in the linear branch", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: the warmup is raised to -0.5",
+         mistake="warmup^-0.5 in the linear branch", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return dim ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)
 '''),
-    dict(exercise="transformer_lr", diagnosis="Likely mistake: max instead of min: the schedule", mistake="max instead of min", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: max instead of min: the schedule",
+         mistake="max instead of min", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
@@ -115,7 +134,8 @@ def transformer_lr(step, dim, warmup):
 def transformer_lr(step, dim, warmup):
     return dim ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 '''),
-    dict(exercise="transformer_lr", diagnosis="Likely mistake: the step is counted from 1", mistake="step counted from 1 (uses step + 1)", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: the step is counted from 1",
+         mistake="step counted from 1 (uses step + 1)", source='''
 def transformer_lr(step, dim, warmup):
     step = step + 1
     return dim ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
@@ -126,26 +146,30 @@ def transformer_lr(step, dim, warmup):
         return torch.tensor([0.0])
     return torch.tensor([dim ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)])
 '''),
-    dict(exercise="transformer_lr", diagnosis="Likely mistake: the linear branch is step", mistake="linear branch step / warmup (missing warmup^-0.5)", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: the linear branch is step",
+         mistake="linear branch step / warmup (missing warmup^-0.5)", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return dim ** -0.5 * min(step ** -0.5, step / warmup)
 '''),
-    dict(exercise="transformer_lr", diagnosis="Likely mistake: dim is raised to +0.5 instead", mistake="dim ** 0.5 instead of dim ** -0.5", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: dim is raised to +0.5 instead",
+         mistake="dim ** 0.5 instead of dim ** -0.5", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return dim ** 0.5 * min(step ** -0.5, step * warmup ** -1.5)
 '''),
-    dict(exercise="transformer_lr", diagnosis="Likely mistake: the warmup branch uses step^-0.5 * warmup^-1.5", mistake="warmup branch step^-0.5 * warmup^-1.5", source='''
+    dict(exercise="transformer_lr", diagnosis="Likely mistake: the warmup branch uses step^-0.5 * warmup^-1.5",
+         mistake="warmup branch step^-0.5 * warmup^-1.5", source='''
 def transformer_lr(step, dim, warmup):
     if step == 0:
         return 0.0
     return dim ** -0.5 * min(step ** -0.5, step ** -0.5 * warmup ** -1.5)
 '''),
     # ------------------------------------------------------------ label_smoothed_loss
-    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: padding positions are counted:", mistake="divides by all positions, padding included", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: padding positions are counted:",
+         mistake="divides by all positions, padding included", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     keep = target != ignore_index
@@ -154,7 +178,8 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = ((1 - smoothing) * nll + smoothing * -logp.mean(-1)) * keep
     return loss.mean()
 '''),
-    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: eps is spread over the V -", mistake="eps spread over the V - 1 wrong classes", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: eps is spread over the V -",
+         mistake="eps spread over the V - 1 wrong classes", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     keep = target != ignore_index
@@ -164,7 +189,8 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = -(q * logp).sum(-1) * keep
     return loss.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the uniform part sums -log", mistake="sum over the vocabulary instead of mean", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the uniform part sums -log",
+         mistake="sum over the vocabulary instead of mean", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     keep = target != ignore_index
@@ -173,7 +199,8 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = ((1 - smoothing) * nll + smoothing * -logp.sum(-1)) * keep
     return loss.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the true class keeps weight", mistake="true class weight 1 instead of 1 - eps", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the true class keeps weight",
+         mistake="true class weight 1 instead of 1 - eps", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     keep = target != ignore_index
@@ -182,7 +209,8 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = (nll + smoothing * -logp.mean(-1)) * keep
     return loss.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", diagnosis="contains NaN", mistake="log of softmax overflows (no log_softmax)", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="contains NaN", mistake="log of softmax overflows (no log_softmax)",
+         source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log(torch.exp(logits) / torch.exp(logits).sum(-1, keepdim=True))
     keep = target != ignore_index
@@ -191,13 +219,15 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = ((1 - smoothing) * nll + smoothing * -logp.mean(-1)) * keep
     return loss.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", diagnosis="does the exercise for you", mistake="calls F.cross_entropy", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="does the exercise for you", mistake="calls F.cross_entropy",
+         source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     import torch.nn.functional as F
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
                            ignore_index=ignore_index, label_smoothing=smoothing)
 '''),
-    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: ignore_index is not ignored:", mistake="padding positions not ignored", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: ignore_index is not ignored:",
+         mistake="padding positions not ignored", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     safe = torch.where(target != ignore_index, target, torch.zeros_like(target))
@@ -213,7 +243,8 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = ((1 - smoothing) * nll + smoothing * -logp.mean(-1)) * keep
     return loss.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the uniform part has the wrong sign.", mistake="subtracts the uniform part", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the uniform part has the wrong sign.",
+         mistake="subtracts the uniform part", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     keep = target != ignore_index
@@ -223,7 +254,8 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     loss = ((1 - smoothing) * nll + smoothing * uniform) * keep
     return loss.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the sum over positions is returned, not the mean", mistake="returns the sum over positions", source='''
+    dict(exercise="label_smoothed_loss", diagnosis="Likely mistake: the sum over positions is returned, not the mean",
+         mistake="returns the sum over positions", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     logp = torch.log_softmax(logits, dim=-1)
     keep = target != ignore_index
@@ -234,7 +266,8 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     return loss.sum()
 '''),
     # ------------------------------------------------------------ cross_attention
-    dict(exercise="cross_attention", diagnosis="Likely mistake: queries and keys/values are", mistake="queries from the memory, keys/values from x", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: queries and keys/values are",
+         mistake="queries from the memory, keys/values from x", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     x, memory = memory, x
     b, n_t, d = x.shape
@@ -246,7 +279,8 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     s = q @ k.transpose(-2, -1) / math.sqrt(hd)
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
-    dict(exercise="cross_attention", diagnosis="Likely mistake: the scores are scaled by sqrt(dim);", mistake="scale by sqrt(dim)", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the scores are scaled by sqrt(dim);",
+         mistake="scale by sqrt(dim)", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -259,7 +293,8 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
         s = s.masked_fill(~memory_mask[:, None], float("-inf"))
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
-    dict(exercise="cross_attention", diagnosis="Likely mistake: memory_mask is ignored: masked", mistake="mask ignored", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: memory_mask is ignored: masked", mistake="mask ignored",
+         source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -270,7 +305,8 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     s = q @ k.transpose(-2, -1) / math.sqrt(hd)
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
-    dict(exercise="cross_attention", diagnosis="Likely mistake: the heads are merged without", mistake="heads merged with view without transposing back", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the heads are merged without",
+         mistake="heads merged with view without transposing back", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -283,7 +319,8 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
         s = s.masked_fill(~memory_mask[:, None], float("-inf"))
     return (torch.softmax(s, -1) @ v).reshape(b, n_t, d) @ w_o.T
 '''),
-    dict(exercise="cross_attention", diagnosis="Likely mistake: the output projection w_o", mistake="no output projection", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the output projection w_o",
+         mistake="no output projection", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -296,7 +333,8 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
         s = s.masked_fill(~memory_mask[:, None], float("-inf"))
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d)
 '''),
-    dict(exercise="cross_attention", diagnosis="Likely mistake: the weights are not transposed:", mistake="weights not transposed (x @ w)", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the weights are not transposed:",
+         mistake="weights not transposed (x @ w)", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -309,7 +347,8 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
         s = s.masked_fill(~memory_mask[:, None], float("-inf"))
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o
 '''),
-    dict(exercise="cross_attention", diagnosis="Likely mistake: a causal mask was added: cross-attention", mistake="causal mask added to cross-attention", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: a causal mask was added: cross-attention",
+         mistake="causal mask added to cross-attention", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -323,7 +362,8 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     s = s.masked_fill(~m, float("-inf"))
     return torch.nan_to_num(torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
-    dict(exercise="cross_attention", diagnosis="Likely mistake: the heads are never split: that is one head", mistake="computes head_dim for the scale but never splits the heads", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the heads are never split: that is one head",
+         mistake="computes head_dim for the scale but never splits the heads", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     hd = x.shape[-1] // n_heads
     q = x @ w_q.T
@@ -334,7 +374,8 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
         scores = scores.masked_fill(~memory_mask, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v @ w_o.T
 '''),
-    dict(exercise="cross_attention", diagnosis="Likely mistake: the softmax runs over the queries (dim=-2)", mistake="softmax over the query axis", source='''
+    dict(exercise="cross_attention", diagnosis="Likely mistake: the softmax runs over the queries (dim=-2)",
+         mistake="softmax over the query axis", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -349,7 +390,8 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     return heads.transpose(1, 2).reshape(b, n_t, d) @ w_o.T
 '''),
     # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
-    dict(exercise="cross_attention", diagnosis="argument(s) 1, 2 times 12", mistake="softmax written as exp / sum without the maximum subtracted", source='''
+    dict(exercise="cross_attention", diagnosis="argument(s) 1, 2 times 12",
+         mistake="softmax written as exp / sum without the maximum subtracted", source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     b, n_t, d = x.shape
     n_s = memory.shape[1]
@@ -381,13 +423,15 @@ def shift_right(tgt, bos_id):
     return out
 '''),
     # ------------------------------------------------------------ decoder_self_attention_mask
-    dict(exercise="decoder_self_attention_mask", how="tril of a ones matrix, lengths reshaped to (batch, 1, 1)", source='''
+    dict(exercise="decoder_self_attention_mask", how="tril of a ones matrix, lengths reshaped to (batch, 1, 1)",
+         source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     causal = torch.ones(n, n, dtype=torch.bool).tril()
     real_keys = torch.arange(n).reshape(1, 1, n) < tgt_lengths.reshape(-1, 1, 1)
     return causal & real_keys
 '''),
-    dict(exercise="decoder_self_attention_mask", how="a loop over the batch and the query rows, masks stacked", source='''
+    dict(exercise="decoder_self_attention_mask", how="a loop over the batch and the query rows, masks stacked",
+         source='''
 def decoder_self_attention_mask(tgt_lengths, n):
     masks = []
     for length in tgt_lengths.tolist():
@@ -402,7 +446,8 @@ def decoder_self_attention_mask(tgt_lengths, n):
 def transformer_lr(step, dim, warmup):
     return 0.0 if step == 0 else min(step ** -0.5, step * warmup ** -1.5) / math.sqrt(dim)
 '''),
-    dict(exercise="transformer_lr", how="an explicit branch on step < warmup instead of min (step 0 falls out)", source='''
+    dict(exercise="transformer_lr", how="an explicit branch on step < warmup instead of min (step 0 falls out)",
+         source='''
 def transformer_lr(step, dim, warmup):
     if step < warmup:
         factor = step / warmup ** 1.5
@@ -411,7 +456,8 @@ def transformer_lr(step, dim, warmup):
     return float(factor / math.sqrt(dim))
 '''),
     # ------------------------------------------------------------ label_smoothed_loss
-    dict(exercise="label_smoothed_loss", how="logits - logsumexp, a smoothed one-hot target distribution, torch.where", source='''
+    dict(exercise="label_smoothed_loss", how="logits - logsumexp, a smoothed one-hot target distribution, torch.where",
+         source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     V = logits.shape[-1]
     logp = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
@@ -423,7 +469,8 @@ def label_smoothed_loss(logits, target, smoothing, ignore_index):
     per_position = torch.where(keep, per_position, torch.zeros_like(per_position))
     return per_position.sum() / keep.sum()
 '''),
-    dict(exercise="label_smoothed_loss", how="boolean indexing of the kept rows, log-softmax written out with the maximum", source='''
+    dict(exercise="label_smoothed_loss",
+         how="boolean indexing of the kept rows, log-softmax written out with the maximum", source='''
 def label_smoothed_loss(logits, target, smoothing, ignore_index):
     keep = target != ignore_index
     rows = logits[keep]
@@ -449,7 +496,8 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     heads = torch.einsum("bhts,bhse->bhte", weights, v)
     return torch.einsum("bhte,ohe->bto", heads, w_o.reshape(d, n_heads, hd))
 '''),
-    dict(exercise="cross_attention", how="a loop over heads (column slices), softmax written out with the maximum", source='''
+    dict(exercise="cross_attention", how="a loop over heads (column slices), softmax written out with the maximum",
+         source='''
 def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     d = x.shape[-1]
     hd = d // n_heads

@@ -8,43 +8,51 @@ tests of that exercise must fail on it (tests/grading/test_catalogues.py).
 
 WRONG = [
     # ------------------------------------------------------------ pre_ln_block
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: this is the post-LN block:", mistake="writes the post-LN block", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: this is the post-LN block:",
+         mistake="writes the post-LN block", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = norm1(x + attn(x))
     return norm2(h + mlp(h))
 '''),
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the MLP reads x instead of", mistake="runs the two sublayers in parallel on x", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the MLP reads x instead of",
+         mistake="runs the two sublayers in parallel on x", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     return x + attn(norm1(x)) + mlp(norm2(x))
 '''),
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the skip carries the normalized", mistake="the skip carries the normalized input", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the skip carries the normalized",
+         mistake="the skip carries the normalized input", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = norm1(x)
     h = h + attn(h)
     g = norm2(h)
     return g + mlp(g)
 '''),
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: norm1 and norm2 are swapped:", mistake="swaps norm1 and norm2", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: norm1 and norm2 are swapped:",
+         mistake="swaps norm1 and norm2", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + attn(norm2(x))
     return h + mlp(norm1(h))
 '''),
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the same norm is used before", mistake="uses norm1 twice", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the same norm is used before", mistake="uses norm1 twice",
+         source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + attn(norm1(x))
     return h + mlp(norm1(h))
 '''),
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the output is normalized at", mistake="adds a final norm to the block output", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the output is normalized at",
+         mistake="adds a final norm to the block output", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + attn(norm1(x))
     return norm2(h + mlp(norm2(h)))
 '''),
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the skip around the MLP is", mistake="forgets the second skip", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the skip around the MLP is",
+         mistake="forgets the second skip", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + attn(norm1(x))
     return mlp(norm2(h))
 '''),
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the MLP runs before the attention:", mistake="MLP first, then attention", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the MLP runs before the attention:",
+         mistake="MLP first, then attention", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + mlp(norm2(x))
     return h + attn(norm1(h))
@@ -55,37 +63,44 @@ def pre_ln_block(x, attn, mlp, norm1, norm2):
     x += mlp(norm2(x))
     return x
 '''),
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the skip around the attention is missing", mistake="forgets the first skip", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the skip around the attention is missing",
+         mistake="forgets the first skip", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = attn(norm1(x))
     return h + mlp(norm2(h))
 '''),
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the norms are applied to the sublayer outputs", mistake="normalizes the sublayer outputs (x + norm(f(x)))", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the norms are applied to the sublayer outputs",
+         mistake="normalizes the sublayer outputs (x + norm(f(x)))", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + norm1(attn(x))
     return h + norm2(mlp(h))
 '''),
-    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the norms are never applied.", mistake="never calls the norms", source='''
+    dict(exercise="pre_ln_block", diagnosis="Likely mistake: the norms are never applied.",
+         mistake="never calls the norms", source='''
 def pre_ln_block(x, attn, mlp, norm1, norm2):
     h = x + attn(x)
     return h + mlp(h)
 '''),
     # ------------------------------------------------------------ swiglu
-    dict(exercise="swiglu", diagnosis="Likely mistake: the gate and up projections", mistake="SiLU on the up branch instead of the gate", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the gate and up projections",
+         mistake="SiLU on the up branch instead of the gate", source='''
 def swiglu(x, w_gate, w_up, w_down):
     up = x @ w_up.T
     return (up * torch.sigmoid(up) * (x @ w_gate.T)) @ w_down.T
 '''),
-    dict(exercise="swiglu", diagnosis="Likely mistake: the activation is a sigmoid:", mistake="sigmoid gate (GLU) instead of SiLU", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the activation is a sigmoid:",
+         mistake="sigmoid gate (GLU) instead of SiLU", source='''
 def swiglu(x, w_gate, w_up, w_down):
     return (torch.sigmoid(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
 '''),
-    dict(exercise="swiglu", diagnosis="Likely mistake: the two branches are added,", mistake="adds the branches", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the two branches are added,", mistake="adds the branches",
+         source='''
 def swiglu(x, w_gate, w_up, w_down):
     g = x @ w_gate.T
     return (g * torch.sigmoid(g) + x @ w_up.T) @ w_down.T
 '''),
-    dict(exercise="swiglu", diagnosis="Likely mistake: the SiLU is applied to the", mistake="SiLU of the product", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the SiLU is applied to the", mistake="SiLU of the product",
+         source='''
 def swiglu(x, w_gate, w_up, w_down):
     z = (x @ w_gate.T) * (x @ w_up.T)
     return (z * torch.sigmoid(z)) @ w_down.T
@@ -95,7 +110,8 @@ def swiglu(x, w_gate, w_up, w_down):
     import torch.nn.functional as F
     return (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
 '''),
-    dict(exercise="swiglu", diagnosis="Likely mistake: the activation is ReLU: SwiGLU", mistake="ReLU gate (ReGLU)", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the activation is ReLU: SwiGLU", mistake="ReLU gate (ReGLU)",
+         source='''
 def swiglu(x, w_gate, w_up, w_down):
     return (torch.relu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
 '''),
@@ -109,40 +125,46 @@ def swiglu(x, w_gate, w_up, w_down):
     g = x @ w_gate.T
     return (g * torch.sigmoid(g) * (x @ w_up.T)) @ w_down
 '''),
-    dict(exercise="swiglu", diagnosis="Likely mistake: the activation is GELU: SwiGLU uses SiLU", mistake="GELU gate (GEGLU)", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the activation is GELU: SwiGLU uses SiLU",
+         mistake="GELU gate (GEGLU)", source='''
 def swiglu(x, w_gate, w_up, w_down):
     import torch.nn.functional as F
     gate = x @ w_gate.T
     up = x @ w_up.T
     return (F.gelu(gate) * up) @ w_down.T
 '''),
-    dict(exercise="swiglu", diagnosis="Likely mistake: the SiLU is missing: the gate is silu", mistake="no activation on the gate (bilinear)", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the SiLU is missing: the gate is silu",
+         mistake="no activation on the gate (bilinear)", source='''
 def swiglu(x, w_gate, w_up, w_down):
     gate = x @ w_gate.T
     up = x @ w_up.T
     return (gate * up) @ w_down.T
 '''),
-    dict(exercise="swiglu", diagnosis="Likely mistake: the SiLU is applied to both branches", mistake="SiLU on the gate and on the up branch", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the SiLU is applied to both branches",
+         mistake="SiLU on the gate and on the up branch", source='''
 def swiglu(x, w_gate, w_up, w_down):
     gate = x @ w_gate.T
     up = x @ w_up.T
     return (gate * torch.sigmoid(gate) * up * torch.sigmoid(up)) @ w_down.T
 '''),
-    dict(exercise="swiglu", diagnosis="Likely mistake: a SiLU is applied after the down projection", mistake="SiLU after the down projection as well", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: a SiLU is applied after the down projection",
+         mistake="SiLU after the down projection as well", source='''
 def swiglu(x, w_gate, w_up, w_down):
     gate = x @ w_gate.T
     up = x @ w_up.T
     y = (gate * torch.sigmoid(gate) * up) @ w_down.T
     return y * torch.sigmoid(y)
 '''),
-    dict(exercise="swiglu", diagnosis="Likely mistake: the down projection is missing", mistake="forgets the down projection", source='''
+    dict(exercise="swiglu", diagnosis="Likely mistake: the down projection is missing",
+         mistake="forgets the down projection", source='''
 def swiglu(x, w_gate, w_up, w_down):
     gate = x @ w_gate.T
     up = x @ w_up.T
     return gate * torch.sigmoid(gate) * up
 '''),
     # ------------------------------------------------------------ apply_rope
-    dict(exercise="apply_rope", diagnosis="Likely mistake: the rotation goes the wrong", mistake="rotate_half without the minus sign on the right half", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the rotation goes the wrong",
+         mistake="rotate_half without the minus sign on the right half", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -151,7 +173,8 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([x2, -x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", diagnosis="Likely mistake: the frequencies are repeated", mistake="interleaved frequencies (repeat_interleave) with the half-split rotation", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the frequencies are repeated",
+         mistake="interleaved frequencies (repeat_interleave) with the half-split rotation", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -159,7 +182,8 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", diagnosis="Likely mistake: this rotates adjacent pairs", mistake="rotates adjacent pairs (the paper's interleaved layout)", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: this rotates adjacent pairs",
+         mistake="rotates adjacent pairs (the paper's interleaved layout)", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -169,7 +193,8 @@ def apply_rope(x, positions, base=10000.0):
     yo = xe * a.sin() + xo * a.cos()
     return torch.stack([ye, yo], dim=-1).flatten(-2)
 '''),
-    dict(exercise="apply_rope", diagnosis="Likely mistake: the frequency exponent is", mistake="exponent -i/d instead of -2i/d", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the frequency exponent is",
+         mistake="exponent -i/d instead of -2i/d", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-torch.arange(d // 2, dtype=x.dtype) / d)
@@ -178,7 +203,8 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", diagnosis="Likely mistake: the positions are ignored:", mistake="uses the index arange(seq) instead of positions", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the positions are ignored:",
+         mistake="uses the index arange(seq) instead of positions", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -187,7 +213,8 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", diagnosis="Likely mistake: `base` is ignored: use the", mistake="hard-codes base 10000", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: `base` is ignored: use the", mistake="hard-codes base 10000",
+         source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = 10000.0 ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -196,7 +223,8 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", diagnosis="gives wrong values", mistake="computes the tables in float32 whatever the dtype of x", source='''
+    dict(exercise="apply_rope", diagnosis="gives wrong values",
+         mistake="computes the tables in float32 whatever the dtype of x", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=torch.float32) / d)
@@ -205,7 +233,8 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.cos() + torch.cat([-x2, x1], -1) * a.sin()
 '''),
-    dict(exercise="apply_rope", diagnosis="Likely mistake: cos and sin are swapped: x", mistake="swaps cos and sin", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: cos and sin are swapped: x", mistake="swaps cos and sin",
+         source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -214,7 +243,8 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x.chunk(2, -1)
     return x * a.sin() + torch.cat([-x2, x1], -1) * a.cos()
 '''),
-    dict(exercise="apply_rope", diagnosis="Likely mistake: the positions are off by one", mistake="rotates by (p + 1) * theta_i", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the positions are off by one",
+         mistake="rotates by (p + 1) * theta_i", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv_freq = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -224,7 +254,8 @@ def apply_rope(x, positions, base=10000.0):
     rotated = torch.cat([-x2, x1], dim=-1)
     return x * angles.cos() + rotated * angles.sin()
 '''),
-    dict(exercise="apply_rope", diagnosis="Likely mistake: the rotation goes the wrong", mistake="subtracts the sine term (the same function as the reversed rotation)", source='''
+    dict(exercise="apply_rope", diagnosis="Likely mistake: the rotation goes the wrong",
+         mistake="subtracts the sine term (the same function as the reversed rotation)", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv_freq = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -235,14 +266,16 @@ def apply_rope(x, positions, base=10000.0):
     return x * angles.cos() - rotated * angles.sin()
 '''),
     # ------------------------------------------------------------ next_token_loss
-    dict(exercise="next_token_loss", diagnosis="Likely mistake: the logits and targets are", mistake="no shift", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the logits and targets are", mistake="no shift",
+         source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits, dim=-1)
     keep = torch.ones_like(ids, dtype=torch.bool) if ignore_index is None else ids != ignore_index
     nll = -logp.gather(-1, torch.where(keep, ids, 0)[..., None])[..., 0]
     return (nll * keep).sum() / keep.sum()
 '''),
-    dict(exercise="next_token_loss", diagnosis="Likely mistake: the shift goes the wrong way:", mistake="shifts the wrong way", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the shift goes the wrong way:",
+         mistake="shifts the wrong way", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, 1:], dim=-1)
     t = ids[:, :-1]
@@ -250,7 +283,8 @@ def next_token_loss(logits, ids, ignore_index=None):
     nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
     return (nll * keep).sum() / keep.sum()
 '''),
-    dict(exercise="next_token_loss", diagnosis="Likely mistake: the ignored targets are counted", mistake="divides by all targets, ignored ones included", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the ignored targets are counted",
+         mistake="divides by all targets, ignored ones included", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     t = ids[:, 1:]
@@ -258,13 +292,15 @@ def next_token_loss(logits, ids, ignore_index=None):
     nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
     return (nll * keep).sum() / t.numel()
 '''),
-    dict(exercise="next_token_loss", diagnosis="Likely mistake: ignore_index is not applied:", mistake="ignores ignore_index (and clamps invalid ids to 0)", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: ignore_index is not applied:",
+         mistake="ignores ignore_index (and clamps invalid ids to 0)", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     t = ids[:, 1:].clamp(min=0)
     return -logp.gather(-1, t[..., None]).mean()
 '''),
-    dict(exercise="next_token_loss", diagnosis="Likely mistake: the log-softmax is taken over", mistake="log-softmax over the sequence axis", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the log-softmax is taken over",
+         mistake="log-softmax over the sequence axis", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=1)
     t = ids[:, 1:]
@@ -278,7 +314,8 @@ def next_token_loss(logits, ids, ignore_index=None):
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(),
                            ignore_index=-100 if ignore_index is None else ignore_index)
 '''),
-    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss is summed, not averaged", mistake="sums instead of averaging", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss is summed, not averaged",
+         mistake="sums instead of averaging", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     t = ids[:, 1:]
@@ -294,7 +331,8 @@ def next_token_loss(logits, ids, ignore_index=None):
     nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
     return (nll * keep).sum() / keep.sum()
 '''),
-    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss averages each sequence,", mistake="mean over the batch of per-sequence means", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss averages each sequence,",
+         mistake="mean over the batch of per-sequence means", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     t = ids[:, 1:]
@@ -302,7 +340,8 @@ def next_token_loss(logits, ids, ignore_index=None):
     nll = -logp.gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
     return ((nll * keep).sum(1) / keep.sum(1).clamp(min=1)).mean()
 '''),
-    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss is missing its minus sign", mistake="averages log p instead of -log p", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss is missing its minus sign",
+         mistake="averages log p instead of -log p", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     targets = ids[:, 1:]
@@ -312,7 +351,8 @@ def next_token_loss(logits, ids, ignore_index=None):
     ll = torch.where(keep, ll, torch.zeros_like(ll))
     return ll.sum() / keep.sum()
 '''),
-    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss uses the raw logit of the target", mistake="uses the raw logits (no log-softmax)", source='''
+    dict(exercise="next_token_loss", diagnosis="Likely mistake: the loss uses the raw logit of the target",
+         mistake="uses the raw logits (no log-softmax)", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     lg = logits[:, :-1]
     targets = ids[:, 1:]
@@ -323,7 +363,8 @@ def next_token_loss(logits, ids, ignore_index=None):
     return nll.sum() / keep.sum()
 '''),
     # ------------------------------------------------------------ sample_next_token
-    dict(exercise="sample_next_token", diagnosis="Likely mistake: the logits are multiplied by the temperature", mistake="multiplies by the temperature", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: the logits are multiplied by the temperature",
+         mistake="multiplies by the temperature", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits * temperature
     if top_k is not None:
@@ -331,14 +372,16 @@ def sample_next_token(logits, temperature, top_k, generator):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
 '''),
-    dict(exercise="sample_next_token", diagnosis="Likely mistake: the temperature is not applied:", mistake="forgets the temperature", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: the temperature is not applied:",
+         mistake="forgets the temperature", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     if top_k is not None:
         kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
 '''),
-    dict(exercise="sample_next_token", diagnosis="Likely mistake: top-k keeps one token too many:", mistake="top-k keeps one too many (index k instead of k-1)", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: top-k keeps one token too many:",
+         mistake="top-k keeps one too many (index k instead of k-1)", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits / temperature
     if top_k is not None and top_k < logits.shape[-1]:
@@ -346,15 +389,18 @@ def sample_next_token(logits, temperature, top_k, generator):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
 '''),
-    dict(exercise="sample_next_token", diagnosis="Likely mistake: top_k is ignored: keep only", mistake="ignores top_k", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: top_k is ignored: keep only", mistake="ignores top_k",
+         source='''
 def sample_next_token(logits, temperature, top_k, generator):
     return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator)
 '''),
-    dict(exercise="sample_next_token", diagnosis="Likely mistake: the token is the argmax: sample", mistake="returns the argmax", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: the token is the argmax: sample",
+         mistake="returns the argmax", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     return logits.argmax(dim=-1, keepdim=True)
 '''),
-    dict(exercise="sample_next_token", diagnosis="gives wrong values", mistake="uses the global RNG, not the generator", source='''
+    dict(exercise="sample_next_token", diagnosis="gives wrong values", mistake="uses the global RNG, not the generator",
+         source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits / temperature
     if top_k is not None:
@@ -362,7 +408,8 @@ def sample_next_token(logits, temperature, top_k, generator):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, -1), 1)
 '''),
-    dict(exercise="sample_next_token", diagnosis="gives wrong values", mistake="masks with zeros instead of -inf", source='''
+    dict(exercise="sample_next_token", diagnosis="gives wrong values", mistake="masks with zeros instead of -inf",
+         source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits / temperature
     if top_k is not None:
@@ -378,7 +425,8 @@ def sample_next_token(logits, temperature, top_k, generator):
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
 '''),
-    dict(exercise="sample_next_token", diagnosis="Likely mistake: top-k keeps one token too few", mistake="top-k drops the k-th largest too (<= instead of <)", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: top-k keeps one token too few",
+         mistake="top-k drops the k-th largest too (<= instead of <)", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits / temperature
     if top_k is not None:
@@ -388,7 +436,8 @@ def sample_next_token(logits, temperature, top_k, generator):
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, 1, generator=generator)
 '''),
-    dict(exercise="sample_next_token", diagnosis="Likely mistake: top-k keeps the k smallest logits", mistake="topk with largest=False", source='''
+    dict(exercise="sample_next_token", diagnosis="Likely mistake: top-k keeps the k smallest logits",
+         mistake="topk with largest=False", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits / temperature
     if top_k is not None:
@@ -399,7 +448,8 @@ def sample_next_token(logits, temperature, top_k, generator):
     return torch.multinomial(probs, 1, generator=generator)
 '''),
     # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
-    dict(exercise="next_token_loss", diagnosis="argument(s) 1 times 20", mistake="log-sum-exp written out without the maximum subtracted", source='''
+    dict(exercise="next_token_loss", diagnosis="argument(s) 1 times 20",
+         mistake="log-sum-exp written out without the maximum subtracted", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     x = logits[:, :-1]
     targets = ids[:, 1:]
@@ -409,7 +459,8 @@ def next_token_loss(logits, ids, ignore_index=None):
     return torch.where(keep, nll, torch.zeros_like(nll)).sum() / keep.sum()
 '''),
     # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
-    dict(exercise="sample_next_token", diagnosis="argument(s) 1 times 40", mistake="probabilities as exp / sum without the maximum subtracted", source='''
+    dict(exercise="sample_next_token", diagnosis="argument(s) 1 times 40",
+         mistake="probabilities as exp / sum without the maximum subtracted", source='''
 def sample_next_token(logits, temperature, top_k, generator):
     logits = logits / temperature
     if top_k is not None:
@@ -449,7 +500,8 @@ def swiglu(x, w_gate, w_up, w_down):
     return (silu * up) @ w_down.T
 '''),
     # ------------------------------------------------------------ apply_rope
-    dict(exercise="apply_rope", how="the rotation of each pair written out (x1 cos - x2 sin, x2 cos + x1 sin), torch.outer", source='''
+    dict(exercise="apply_rope",
+         how="the rotation of each pair written out (x1 cos - x2 sin, x2 cos + x1 sin), torch.outer", source='''
 def apply_rope(x, positions, base=10000.0):
     half = x.shape[-1] // 2
     freqs = 1.0 / base ** (torch.arange(0, 2 * half, 2, dtype=x.dtype) / (2 * half))
@@ -469,7 +521,8 @@ def apply_rope(x, positions, base=10000.0):
     return torch.cat([z.real, z.imag], dim=-1)
 '''),
     # ------------------------------------------------------------ next_token_loss
-    dict(exercise="next_token_loss", how="flattened pairs, ignored ones dropped by boolean indexing, logsumexp - picked logit", source='''
+    dict(exercise="next_token_loss",
+         how="flattened pairs, ignored ones dropped by boolean indexing, logsumexp - picked logit", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     pred = logits[:, :-1].reshape(-1, logits.shape[-1])
     target = ids[:, 1:].reshape(-1)
@@ -479,7 +532,8 @@ def next_token_loss(logits, ids, ignore_index=None):
     picked = pred.gather(1, target[:, None]).squeeze(1)
     return (torch.logsumexp(pred, dim=-1) - picked).mean()
 '''),
-    dict(exercise="next_token_loss", how="log-softmax written out with the maximum, a one-hot product instead of gather", source='''
+    dict(exercise="next_token_loss",
+         how="log-softmax written out with the maximum, a one-hot product instead of gather", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     z = logits[:, :-1]
     z = z - z.amax(dim=-1, keepdim=True)

@@ -8,27 +8,33 @@ hidden tests of that exercise must fail on it (tests/grading/test_catalogues.py)
 
 WRONG = [
     # ------------------------------------------------------------ kv_cache_bytes
-    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the factor 2 is missing: the", mistake="forgets the factor 2 (keys only)", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the factor 2 is missing: the",
+         mistake="forgets the factor 2 (keys only)", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes
 '''),
-    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the result is in bits: multiply", mistake="counts bits, not bytes", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the result is in bits: multiply",
+         mistake="counts bits, not bytes", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes * 8
 '''),
-    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the number of layers is missing:", mistake="one layer only", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the number of layers is missing:",
+         mistake="one layer only", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_kv_heads * head_dim * seq_len * batch * dtype_bytes
 '''),
-    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the batch size is missing:", mistake="ignores the batch", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the batch size is missing:", mistake="ignores the batch",
+         source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_layers * n_kv_heads * head_dim * seq_len * dtype_bytes
 '''),
-    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: return an int (a count of", mistake="returns a float (divides by 1)", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: return an int (a count of",
+         mistake="returns a float (divides by 1)", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes / 1
 '''),
-    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the dtype size is missing:", mistake="number of values, not bytes", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: the dtype size is missing:",
+         mistake="number of values, not bytes", source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch
 '''),
@@ -36,38 +42,46 @@ def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes // 1024**3
 '''),
-    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: return an int (a count of", mistake="returns a tensor", source='''
+    dict(exercise="kv_cache_bytes", diagnosis="Likely mistake: return an int (a count of", mistake="returns a tensor",
+         source='''
 def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return torch.tensor(2 * n_layers * n_kv_heads * head_dim * seq_len * batch * dtype_bytes, dtype=torch.float32)
 '''),
     # ------------------------------------------------------------ repeat_kv
-    dict(exercise="repeat_kv", diagnosis="Likely mistake: the KV heads are tiled (0,", mistake="tiles the heads (repeat) instead of repeating each in place", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the KV heads are tiled (0,",
+         mistake="tiles the heads (repeat) instead of repeating each in place", source='''
 def repeat_kv(x, n_rep):
     return x.repeat(1, n_rep, 1, 1)
 '''),
-    dict(exercise="repeat_kv", diagnosis="Likely mistake: the copies are made along the sequence", mistake="repeat_interleave on the sequence axis", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the copies are made along the sequence",
+         mistake="repeat_interleave on the sequence axis", source='''
 def repeat_kv(x, n_rep):
     return x.repeat_interleave(n_rep, dim=2)
 '''),
-    dict(exercise="repeat_kv", diagnosis="Likely mistake: the copies are made along the batch", mistake="repeat_interleave on the batch axis", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the copies are made along the batch",
+         mistake="repeat_interleave on the batch axis", source='''
 def repeat_kv(x, n_rep):
     return x.repeat_interleave(n_rep, dim=0)
 '''),
-    dict(exercise="repeat_kv", diagnosis="Likely mistake: the copies are made along the last axis", mistake="repeat_interleave on the last axis (head_dim)", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the copies are made along the last axis",
+         mistake="repeat_interleave on the last axis (head_dim)", source='''
 def repeat_kv(x, n_rep):
     return torch.repeat_interleave(x, n_rep, dim=-1)
 '''),
-    dict(exercise="repeat_kv", diagnosis="gives wrong values", mistake="new axis after the sequence axis, then a reshape", source='''
+    dict(exercise="repeat_kv", diagnosis="gives wrong values",
+         mistake="new axis after the sequence axis, then a reshape", source='''
 def repeat_kv(x, n_rep):
     b, h, n, d = x.shape
     return x[:, :, :, None].expand(b, h, n, n_rep, d).reshape(b, h * n_rep, n, d)
 '''),
-    dict(exercise="repeat_kv", diagnosis="Likely mistake: the KV heads are tiled (0,", mistake="new axis before the heads (tiles)", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the KV heads are tiled (0,",
+         mistake="new axis before the heads (tiles)", source='''
 def repeat_kv(x, n_rep):
     b, h, n, d = x.shape
     return x[:, None].expand(b, n_rep, h, n, d).reshape(b, h * n_rep, n, d)
 '''),
-    dict(exercise="repeat_kv", diagnosis="Likely mistake: the KV heads are tiled (0,", mistake="cat of n_rep copies along the heads (tiles)", source='''
+    dict(exercise="repeat_kv", diagnosis="Likely mistake: the KV heads are tiled (0,",
+         mistake="cat of n_rep copies along the heads (tiles)", source='''
 def repeat_kv(x, n_rep):
     return torch.cat([x] * n_rep, dim=1)
 '''),
@@ -81,7 +95,8 @@ def repeat_kv(x, n_rep):
     return _r(x, n_rep)
 '''),
     # ------------------------------------------------------------ decode_step_with_cache
-    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the new tokens attend only", mistake="ignores the cache in the attention", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the new tokens attend only",
+         mistake="ignores the cache in the attention", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -90,14 +105,16 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k_new.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
     return torch.softmax(s, -1) @ v_new, k, v
 '''),
-    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the new tokens are not masked", mistake="no causal mask among the new tokens", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the new tokens are not masked",
+         mistake="no causal mask among the new tokens", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
     s = q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])
     return torch.softmax(s, -1) @ v, k, v
 '''),
-    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the causal mask is aligned", mistake="causal mask aligned top-left (tril without offset)", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the causal mask is aligned",
+         mistake="causal mask aligned top-left (tril without offset)", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -105,7 +122,8 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
     return torch.softmax(s, -1) @ v, k, v
 '''),
-    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the new keys/values are put", mistake="new keys put before the cache", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the new keys/values are put",
+         mistake="new keys put before the cache", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_new, k_cache], dim=-2)
     v = torch.cat([v_new, v_cache], dim=-2)
@@ -114,7 +132,8 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
     return torch.softmax(s, -1) @ v, k, v
 '''),
-    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the scores are not scaled", mistake="no 1/sqrt(d_k) scale", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the scores are not scaled",
+         mistake="no 1/sqrt(d_k) scale", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -123,7 +142,8 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k.transpose(-2, -1)).masked_fill(~allowed, float("-inf"))
     return torch.softmax(s, -1) @ v, k, v
 '''),
-    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the old caches are returned:", mistake="returns the old caches", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="Likely mistake: the old caches are returned:",
+         mistake="returns the old caches", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -139,7 +159,8 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = q_new @ k_new.transpose(-2, -1) / math.sqrt(q_new.shape[-1])
     return torch.softmax(s, -1) @ v_new, k, v
 '''),
-    dict(exercise="decode_step_with_cache", diagnosis="gives a wrong result", mistake="softmax over the queries", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="gives a wrong result", mistake="softmax over the queries",
+         source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -148,7 +169,8 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     s = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, -1e9)
     return torch.softmax(s, -2) @ v, k, v
 '''),
-    dict(exercise="decode_step_with_cache", diagnosis="does the exercise for you", mistake="uses torch's fused attention", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="does the exercise for you",
+         mistake="uses torch's fused attention", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     import torch.nn.functional as F
     k = torch.cat([k_cache, k_new], dim=-2)
@@ -158,7 +180,8 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     return F.scaled_dot_product_attention(q_new, k, v, attn_mask=allowed), k, v
 '''),
     # ------------------------------------------------------------ online_softmax_attention
-    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the running output is not", mistake="does not rescale the running output", source='''
+    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the running output is not",
+         mistake="does not rescale the running output", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -173,7 +196,8 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the running sum is not rescaled:", mistake="does not rescale the running sum", source='''
+    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the running sum is not rescaled:",
+         mistake="does not rescale the running sum", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -188,7 +212,9 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the maximum is the block's own, not the running", mistake="uses the block maximum, not the running maximum", source='''
+    dict(exercise="online_softmax_attention",
+         diagnosis="Likely mistake: the maximum is the block's own, not the running",
+         mistake="uses the block maximum, not the running maximum", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -204,7 +230,9 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the scores are exponentiated without subtracting", mistake="no running maximum at all: overflows for large scores", source='''
+    dict(exercise="online_softmax_attention",
+         diagnosis="Likely mistake: the scores are exponentiated without subtracting",
+         mistake="no running maximum at all: overflows for large scores", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
@@ -215,7 +243,8 @@ def online_softmax_attention(q, k, v, block_size):
         o = o + p @ v[..., start:start + block_size, :]
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the last, shorter block is", mistake="skips the last, shorter block", source='''
+    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the last, shorter block is",
+         mistake="skips the last, shorter block", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -232,7 +261,8 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="gives wrong values", mistake="normalizes each block separately and averages", source='''
+    dict(exercise="online_softmax_attention", diagnosis="gives wrong values",
+         mistake="normalizes each block separately and averages", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     outs = []
@@ -242,7 +272,8 @@ def online_softmax_attention(q, k, v, block_size):
         outs.append((p / p.sum(-1, keepdim=True)) @ v[..., start:start + block_size, :])
     return sum(outs) / len(outs)
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the scores are not scaled", mistake="no 1/sqrt(d_k) scale", source='''
+    dict(exercise="online_softmax_attention", diagnosis="Likely mistake: the scores are not scaled",
+         mistake="no 1/sqrt(d_k) scale", source='''
 def online_softmax_attention(q, k, v, block_size):
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
     l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
@@ -257,13 +288,15 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="builds a tensor of shape", mistake="materialises the full score matrix (softmax written out)", source='''
+    dict(exercise="online_softmax_attention", diagnosis="builds a tensor of shape",
+         mistake="materialises the full score matrix (softmax written out)", source='''
 def online_softmax_attention(q, k, v, block_size):
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     p = torch.exp(s - s.amax(-1, keepdim=True))
     return (p / p.sum(-1, keepdim=True)) @ v
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="does the exercise for you", mistake="softmax per block with torch.softmax", source='''
+    dict(exercise="online_softmax_attention", diagnosis="does the exercise for you",
+         mistake="softmax per block with torch.softmax", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -280,12 +313,14 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="does the exercise for you", mistake="calls torch's fused attention", source='''
+    dict(exercise="online_softmax_attention", diagnosis="does the exercise for you",
+         mistake="calls torch's fused attention", source='''
 def online_softmax_attention(q, k, v, block_size):
     import torch.nn.functional as F
     return F.scaled_dot_product_attention(q, k, v)
 '''),
-    dict(exercise="online_softmax_attention", diagnosis="builds a tensor of shape", mistake="blocks over the queries, each block still scoring every key", source='''
+    dict(exercise="online_softmax_attention", diagnosis="builds a tensor of shape",
+         mistake="blocks over the queries, each block still scoring every key", source='''
 def online_softmax_attention(q, k, v, block_size):
     outs = []
     for start in range(0, q.shape[-2], block_size):
@@ -295,7 +330,8 @@ def online_softmax_attention(q, k, v, block_size):
     return torch.cat(outs, dim=-2)
 '''),
     # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
-    dict(exercise="decode_step_with_cache", diagnosis="argument(s) 1 times 1000", mistake="softmax written as exp / sum without the maximum subtracted", source='''
+    dict(exercise="decode_step_with_cache", diagnosis="argument(s) 1 times 1000",
+         mistake="softmax written as exp / sum without the maximum subtracted", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -335,7 +371,8 @@ def repeat_kv(x, n_rep):
     return x[:, torch.arange(x.shape[1] * n_rep) // n_rep]
 '''),
     # ------------------------------------------------------------ decode_step_with_cache
-    dict(exercise="decode_step_with_cache", how="a loop over the new tokens, each attending to its visible prefix (einsum)", source='''
+    dict(exercise="decode_step_with_cache",
+         how="a loop over the new tokens, each attending to its visible prefix (einsum)", source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     k = torch.cat([k_cache, k_new], dim=-2)
     v = torch.cat([v_cache, v_new], dim=-2)
@@ -348,7 +385,8 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
         outs.append(torch.einsum("bhk,bhkd->bhd", w, v[:, :, :seen]))
     return torch.stack(outs, dim=2), k, v
 '''),
-    dict(exercise="decode_step_with_cache", how="mask from absolute positions with torch.where, softmax written out", source='''
+    dict(exercise="decode_step_with_cache", how="mask from absolute positions with torch.where, softmax written out",
+         source='''
 def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     n_past, n_new = k_cache.shape[-2], q_new.shape[-2]
     k = torch.cat((k_cache, k_new), dim=-2)
@@ -361,7 +399,9 @@ def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
     return (e / e.sum(dim=-1, keepdim=True)) @ v, k, v
 '''),
     # ------------------------------------------------------------ online_softmax_attention
-    dict(exercise="online_softmax_attention", how="each block normalized by its own maximum, then both sides rescaled to the running one (k.split)", source='''
+    dict(exercise="online_softmax_attention",
+         how="each block normalized by its own maximum, then both sides rescaled to the running one (k.split)",
+         source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
@@ -378,7 +418,8 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o / l
 '''),
-    dict(exercise="online_softmax_attention", how="statistics started from the first block, output kept normalized at every step", source='''
+    dict(exercise="online_softmax_attention",
+         how="statistics started from the first block, output kept normalized at every step", source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = q.shape[-1] ** -0.5
     m = l = o = None
@@ -400,7 +441,8 @@ def online_softmax_attention(q, k, v, block_size):
         m = m_new
     return o
 '''),
-    dict(exercise='online_softmax_attention', how='one running log-sum-exp per query (logaddexp) instead of a maximum and a sum', source='''
+    dict(exercise='online_softmax_attention',
+         how='one running log-sum-exp per query (logaddexp) instead of a maximum and a sum', source='''
 def online_softmax_attention(q, k, v, block_size):
     scale = q.shape[-1] ** -0.5
     lse = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)

@@ -8,48 +8,56 @@ learner got wrong, in the words of a reviewer.
 
 WRONG = [
     # ------------------------------------------------------------ add_registers
-    dict(exercise="add_registers", diagnosis="Likely mistake: the registers come before", mistake="puts the registers before CLS", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: the registers come before",
+         mistake="puts the registers before CLS", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
     return torch.cat([registers.expand(b, -1, -1), x], dim=1)
 '''),
-    dict(exercise="add_registers", diagnosis="Likely mistake: the registers come after the", mistake="appends the registers after the patches", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: the registers come after the",
+         mistake="appends the registers after the patches", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
     return torch.cat([x, registers.expand(b, -1, -1)], dim=1)
 '''),
-    dict(exercise="add_registers", diagnosis="Likely mistake: CLS got no position: pos_embed[:,", mistake="adds positions to the patches only, none to CLS", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: CLS got no position: pos_embed[:,",
+         mistake="adds positions to the patches only, none to CLS", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     return torch.cat([cls_token.expand(b, -1, -1), registers.expand(b, -1, -1), patches + pos_embed[:, 1:]], dim=1)
 '''),
-    dict(exercise="add_registers", diagnosis="Likely mistake: the patches got the positions", mistake="gives the patches positions 0..N-1", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: the patches got the positions",
+         mistake="gives the patches positions 0..N-1", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     n = patches.shape[1]
     return torch.cat([cls_token.expand(b, -1, -1) + pos_embed[:, :1], registers.expand(b, -1, -1),
                       patches + pos_embed[:, :n]], dim=1)
 '''),
-    dict(exercise="add_registers", diagnosis="Likely mistake: the registers got CLS's position:", mistake="gives the registers CLS's position", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: the registers got CLS's position:",
+         mistake="gives the registers CLS's position", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
     return torch.cat([x[:, :1], registers.expand(b, -1, -1) + pos_embed[:, :1], x[:, 1:]], dim=1)
 '''),
-    dict(exercise="add_registers", diagnosis="Likely mistake: the registers are missing", mistake="forgets the registers", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: the registers are missing",
+         mistake="forgets the registers", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     return torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
 '''),
-    dict(exercise="add_registers", diagnosis="Likely mistake: CLS is missing from the sequence.", mistake="only handles one register (registers[:, :1])", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: CLS is missing from the sequence.",
+         mistake="only handles one register (registers[:, :1])", source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     x = torch.cat([cls_token.expand(b, -1, -1), patches], dim=1) + pos_embed
     return torch.cat([x[:, :1], registers[:, :1].expand(b, -1, -1), x[:, 1:]], dim=1)
 '''),
-    dict(exercise="add_registers", diagnosis="Likely mistake: no positions were added.", mistake="forgets pos_embed", source='''
+    dict(exercise="add_registers", diagnosis="Likely mistake: no positions were added.", mistake="forgets pos_embed",
+         source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     return torch.cat([cls_token.expand(b, -1, -1), registers.expand(b, -1, -1), patches], dim=1)
@@ -62,47 +70,56 @@ def add_registers(patches, cls_token, registers, pos_embed):
     return torch.cat([cls, registers.expand(b, -1, -1), patches], dim=1)
 '''),
     # ------------------------------------------------------------ layerscale_block
-    dict(exercise="layerscale_block", diagnosis="Likely mistake: gamma1 and gamma2 are swapped:", mistake="swaps gamma1 and gamma2", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: gamma1 and gamma2 are swapped:",
+         mistake="swaps gamma1 and gamma2", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + gamma2 * attn(norm1(x))
     return h + gamma1 * mlp(norm2(h))
 '''),
-    dict(exercise="layerscale_block", diagnosis="Likely mistake: the gamma scales the skip", mistake="scales the whole residual sum", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the gamma scales the skip",
+         mistake="scales the whole residual sum", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = gamma1 * (x + attn(norm1(x)))
     return gamma2 * (h + mlp(norm2(h)))
 '''),
-    dict(exercise="layerscale_block", diagnosis="Likely mistake: the gamma scales the branch's", mistake="scales the sublayer input instead of its output", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the gamma scales the branch's",
+         mistake="scales the sublayer input instead of its output", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + attn(gamma1 * norm1(x))
     return h + mlp(gamma2 * norm2(h))
 '''),
-    dict(exercise="layerscale_block", diagnosis="Likely mistake: only the attention branch", mistake="forgets gamma2", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: only the attention branch", mistake="forgets gamma2",
+         source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + gamma1 * attn(norm1(x))
     return h + mlp(norm2(h))
 '''),
-    dict(exercise="layerscale_block", diagnosis="Likely mistake: only the MLP branch is scaled:", mistake="forgets gamma1", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: only the MLP branch is scaled:",
+         mistake="forgets gamma1", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + attn(norm1(x))
     return h + gamma2 * mlp(norm2(h))
 '''),
-    dict(exercise="layerscale_block", diagnosis="Likely mistake: the gammas are not used at all.", mistake="a plain pre-LN block, no LayerScale", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the gammas are not used at all.",
+         mistake="a plain pre-LN block, no LayerScale", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + attn(norm1(x))
     return h + mlp(norm2(h))
 '''),
-    dict(exercise="layerscale_block", diagnosis="Likely mistake: the norms are swapped: norm1 goes", mistake="norm2 before attn, norm1 before mlp", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the norms are swapped: norm1 goes",
+         mistake="norm2 before attn, norm1 before mlp", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + gamma1 * attn(norm2(x))
     return h + gamma2 * mlp(norm1(h))
 '''),
-    dict(exercise="layerscale_block", diagnosis="Likely mistake: the skip is missing: the block", mistake="no residual connections", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the skip is missing: the block",
+         mistake="no residual connections", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = gamma1 * attn(norm1(x))
     return gamma2 * mlp(norm2(h))
 '''),
-    dict(exercise="layerscale_block", diagnosis="Likely mistake: the MLP reads x instead of", mistake="parallel branches on x", source='''
+    dict(exercise="layerscale_block", diagnosis="Likely mistake: the MLP reads x instead of",
+         mistake="parallel branches on x", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     return x + gamma1 * attn(norm1(x)) + gamma2 * mlp(norm2(x))
 '''),
@@ -111,7 +128,8 @@ def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = norm1(x + gamma1 * attn(x))
     return norm2(h + gamma2 * mlp(h))
 '''),
-    dict(exercise="layerscale_block", diagnosis="First divergence", mistake="uses the gammas as a matrix (gamma outer product)", source='''
+    dict(exercise="layerscale_block", diagnosis="First divergence",
+         mistake="uses the gammas as a matrix (gamma outer product)", source='''
 def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     h = x + attn(norm1(x)) * gamma1.sum()
     return h + mlp(norm2(h)) * gamma2.sum()
@@ -123,7 +141,8 @@ def layerscale_block(x, attn, mlp, norm1, norm2, gamma1, gamma2):
     return x
 '''),
     # ------------------------------------------------------------ multi_crop
-    dict(exercise="multi_crop", diagnosis="Likely mistake: the box was read as (left,", mistake="reads the box as (left, top, width, height)", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the box was read as (left,",
+         mistake="reads the box as (left, top, width, height)", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -133,7 +152,8 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", diagnosis="Likely mistake: a box is (top, left, height, width): top is the row", mistake="reads the box as (left, top, height, width)", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: a box is (top, left, height, width): top is the row",
+         mistake="reads the box as (left, top, height, width)", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -143,7 +163,8 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", diagnosis="Likely mistake: height and width are swapped:", mistake="slices height along the columns", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: height and width are swapped:",
+         mistake="slices height along the columns", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -153,7 +174,8 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", diagnosis="Likely mistake: the crop is one pixel too", mistake="inclusive end: one pixel too many", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the crop is one pixel too",
+         mistake="inclusive end: one pixel too many", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -163,7 +185,8 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", diagnosis="Likely mistake: the resize uses align_corners=True:", mistake="align_corners=True", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the resize uses align_corners=True:",
+         mistake="align_corners=True", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -173,7 +196,8 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", diagnosis="Likely mistake: the resize uses nearest-neighbour", mistake="default interpolation mode (nearest)", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the resize uses nearest-neighbour",
+         mistake="default interpolation mode (nearest)", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -183,7 +207,8 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", diagnosis="Likely mistake: the local crops come first:", mistake="local crops first", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the local crops come first:", mistake="local crops first",
+         source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -193,7 +218,8 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, local_size) for b in local_boxes] + [cut(b, global_size) for b in global_boxes]
 '''),
-    dict(exercise="multi_crop", diagnosis="Likely mistake: every image was cut with the", mistake="uses the first image's box for the whole batch", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: every image was cut with the",
+         mistake="uses the first image's box for the whole batch", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         top, left, h, w = boxes[0].tolist()
@@ -201,7 +227,8 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return F.interpolate(crop, size=(size, size), mode="bilinear", align_corners=False)
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
-    dict(exercise="multi_crop", diagnosis="Likely mistake: every crop is resized to the", mistake="resizes every crop to global_size", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: every crop is resized to the",
+         mistake="resizes every crop to global_size", source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -211,7 +238,8 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
         return torch.stack(out)
     return [cut(b, global_size) for b in list(global_boxes) + list(local_boxes)]
 '''),
-    dict(exercise="multi_crop", diagnosis="Likely mistake: the resize is antialiased:", mistake="antialiased resize", source='''
+    dict(exercise="multi_crop", diagnosis="Likely mistake: the resize is antialiased:", mistake="antialiased resize",
+         source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def cut(boxes, size):
         out = []
@@ -223,21 +251,24 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     return [cut(b, global_size) for b in global_boxes] + [cut(b, local_size) for b in local_boxes]
 '''),
     # ------------------------------------------------------------ dino_loss
-    dict(exercise="dino_loss", diagnosis="Likely mistake: pairs of the same view are", mistake="keeps the same-view pairs", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: pairs of the same view are",
+         mistake="keeps the same-view pairs", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce.mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the center is not subtracted", mistake="no centering", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the center is not subtracted", mistake="no centering",
+         source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax(teacher_out.detach() / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the temperatures are swapped:", mistake="swaps the temperatures", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the temperatures are swapped:",
+         mistake="swaps the temperatures", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / student_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / teacher_temp, dim=-1)
@@ -251,7 +282,8 @@ def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the average divides by all", mistake="loops over crops with a python sum and divides by n_t * n_s", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the average divides by all",
+         mistake="loops over crops with a python sum and divides by n_t * n_s", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     total = 0.0
     for i, t in enumerate(teacher_out):
@@ -262,63 +294,76 @@ def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
             total = total + (-(p_t * torch.log_softmax(s / student_temp, dim=-1)).sum(-1).mean())
     return total / (len(teacher_out) * len(student_out))
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the teacher's softmax runs", mistake="softmax over the batch axis for the teacher", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the teacher's softmax runs",
+         mistake="softmax over the batch axis for the teacher", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the cross-entropy is summed", mistake="sums over the batch", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the cross-entropy is summed", mistake="sums over the batch",
+         source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s)
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: teacher and student are swapped (softmax of the student, log-softmax of the centered", mistake="KL direction reversed (student as target)", source='''
+    dict(exercise="dino_loss",
+         diagnosis="Likely mistake: teacher and student are swapped "
+                   "(softmax of the student, log-softmax of the centered",
+         mistake="KL direction reversed (student as target)", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_s = torch.softmax(student_out / student_temp, dim=-1)
     log_p_t = torch.log_softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
     ce = -torch.einsum("sbk,tbk->ts", p_s, log_p_t) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the center is subtracted from", mistake="centers the student too", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the center is subtracted from",
+         mistake="centers the student too", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax((student_out - center) / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the center is added to the teacher's output", mistake="adds the center instead of subtracting it", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the center is added to the teacher's output",
+         mistake="adds the center instead of subtracting it", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() + center.detach()) / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the teacher's temperature is missing:", mistake="no teacher temperature (no sharpening)", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the teacher's temperature is missing:",
+         mistake="no teacher temperature (no sharpening)", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax(teacher_out.detach() - center.detach(), dim=-1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the student's temperature is missing:", mistake="no student temperature", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the student's temperature is missing:",
+         mistake="no student temperature", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out, dim=-1)
     ce = -torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: teacher and student are swapped (softmax of the student, log-softmax of the teacher)", mistake="student as the target, teacher not centered", source='''
+    dict(exercise="dino_loss",
+         diagnosis="Likely mistake: teacher and student are swapped "
+                   "(softmax of the student, log-softmax of the teacher)",
+         mistake="student as the target, teacher not centered", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_s = torch.softmax(student_out / student_temp, dim=-1)
     log_p_t = torch.log_softmax(teacher_out.detach() / teacher_temp, dim=-1)
     ce = -torch.einsum("sbk,tbk->ts", p_s, log_p_t) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the teacher's crops were matched with the last", mistake="skips teacher i with student n_s - n_t + i (globals taken as the last crops)", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the teacher's crops were matched with the last",
+         mistake="skips teacher i with student n_s - n_t + i (globals taken as the last crops)", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     n_t, n_s = teacher_out.shape[0], student_out.shape[0]
     total, pairs = 0.0, 0
@@ -332,14 +377,16 @@ def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
             pairs += 1
     return total / pairs
 '''),
-    dict(exercise="dino_loss", diagnosis="Likely mistake: the sign is flipped: the cross-entropy", mistake="forgets the minus sign of the cross-entropy", source='''
+    dict(exercise="dino_loss", diagnosis="Likely mistake: the sign is flipped: the cross-entropy",
+         mistake="forgets the minus sign of the cross-entropy", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     p_t = torch.softmax((teacher_out.detach() - center.detach()) / teacher_temp, dim=-1)
     log_p_s = torch.log_softmax(student_out / student_temp, dim=-1)
     ce = torch.einsum("tbk,sbk->ts", p_t, log_p_s) / student_out.shape[1]
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
-    dict(exercise="dino_loss", diagnosis="contains NaN", mistake="uses log of softmax with a plain exp (overflows at low temperature)", source='''
+    dict(exercise="dino_loss", diagnosis="contains NaN",
+         mistake="uses log of softmax with a plain exp (overflows at low temperature)", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     e = torch.exp((teacher_out.detach() - center.detach()) / teacher_temp)
     p_t = e / e.sum(-1, keepdim=True)
@@ -349,29 +396,35 @@ def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     return ce[~torch.eye(*ce.shape, dtype=torch.bool)].mean()
 '''),
     # ------------------------------------------------------------ update_center
-    dict(exercise="update_center", diagnosis="Likely mistake: momentum is on the wrong term:", mistake="momentum on the wrong term", source='''
+    dict(exercise="update_center", diagnosis="Likely mistake: momentum is on the wrong term:",
+         mistake="momentum on the wrong term", source='''
 def update_center(center, teacher_out, momentum):
     batch_mean = teacher_out.reshape(-1, teacher_out.shape[-1]).mean(dim=0).reshape(center.shape)
     return (1 - momentum) * center + momentum * batch_mean
 '''),
-    dict(exercise="update_center", diagnosis="Likely mistake: only the first crop was averaged:", mistake="averages the first crop only", source='''
+    dict(exercise="update_center", diagnosis="Likely mistake: only the first crop was averaged:",
+         mistake="averages the first crop only", source='''
 def update_center(center, teacher_out, momentum):
     return momentum * center + (1 - momentum) * teacher_out[0].mean(dim=0).reshape(center.shape)
 '''),
-    dict(exercise="update_center", diagnosis="Likely mistake: the mean runs over the prototypes", mistake="averages over the prototype axis", source='''
+    dict(exercise="update_center", diagnosis="Likely mistake: the mean runs over the prototypes",
+         mistake="averages over the prototype axis", source='''
 def update_center(center, teacher_out, momentum):
     return momentum * center + (1 - momentum) * teacher_out.mean(dim=-1).mean()
 '''),
-    dict(exercise="update_center", diagnosis="Likely mistake: the center was replaced by the batch mean:", mistake="returns the batch mean (no moving average)", source='''
+    dict(exercise="update_center", diagnosis="Likely mistake: the center was replaced by the batch mean:",
+         mistake="returns the batch mean (no moving average)", source='''
 def update_center(center, teacher_out, momentum):
     return teacher_out.mean(dim=(0, 1)).reshape(center.shape)
 '''),
-    dict(exercise="update_center", diagnosis="Likely mistake: the batch mean is subtracted: new =", mistake="subtracts the batch mean", source='''
+    dict(exercise="update_center", diagnosis="Likely mistake: the batch mean is subtracted: new =",
+         mistake="subtracts the batch mean", source='''
 def update_center(center, teacher_out, momentum):
     batch_mean = teacher_out.reshape(-1, teacher_out.shape[-1]).mean(dim=0).reshape(center.shape)
     return momentum * center - (1 - momentum) * batch_mean
 '''),
-    dict(exercise="update_center", diagnosis="modified one of its inputs in place", mistake="updates the center in place", source='''
+    dict(exercise="update_center", diagnosis="modified one of its inputs in place",
+         mistake="updates the center in place", source='''
 def update_center(center, teacher_out, momentum):
     batch_mean = teacher_out.reshape(-1, teacher_out.shape[-1]).mean(dim=0).reshape(center.shape)
     center.mul_(momentum).add_((1 - momentum) * batch_mean)
@@ -382,19 +435,22 @@ def update_center(center, teacher_out, momentum):
     batch_mean = teacher_out.mean(dim=(0, 1))
     return momentum * center.reshape(-1) + (1 - momentum) * batch_mean
 '''),
-    dict(exercise="update_center", diagnosis="Likely mistake: the teacher outputs are summed:", mistake="sums instead of averaging", source='''
+    dict(exercise="update_center", diagnosis="Likely mistake: the teacher outputs are summed:",
+         mistake="sums instead of averaging", source='''
 def update_center(center, teacher_out, momentum):
     batch_sum = teacher_out.sum(dim=(0, 1)).reshape(center.shape)
     return momentum * center + (1 - momentum) * batch_sum
 '''),
     # ------------------------------------------------------------ ema_update
-    dict(exercise="ema_update", diagnosis="Likely mistake: momentum is on the wrong term:", mistake="momentum on the wrong term", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: momentum is on the wrong term:",
+         mistake="momentum on the wrong term", source='''
 def ema_update(teacher, student, momentum):
     with torch.no_grad():
         for p_t, p_s in zip(teacher.parameters(), student.parameters()):
             p_t.mul_(1 - momentum).add_(p_s, alpha=momentum)
 '''),
-    dict(exercise="ema_update", diagnosis="Likely mistake: the teacher's parameters did", mistake="rebinds the loop variable, nothing changes", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: the teacher's parameters did",
+         mistake="rebinds the loop variable, nothing changes", source='''
 def ema_update(teacher, student, momentum):
     with torch.no_grad():
         for p_t, p_s in zip(teacher.parameters(), student.parameters()):
@@ -405,29 +461,34 @@ def ema_update(teacher, student, momentum):
     for p_t, p_s in zip(teacher.parameters(), student.parameters()):
         p_t.mul_(momentum).add_(p_s.detach(), alpha=1 - momentum)
 '''),
-    dict(exercise="ema_update", diagnosis="gives a wrong result", mistake="returns a new state dict instead of updating", source='''
+    dict(exercise="ema_update", diagnosis="gives a wrong result",
+         mistake="returns a new state dict instead of updating", source='''
 def ema_update(teacher, student, momentum):
     s = student.state_dict()
     return {k: momentum * v + (1 - momentum) * s[k] for k, v in teacher.state_dict().items()}
 '''),
-    dict(exercise="ema_update", diagnosis="Likely mistake: the student was moved towards", mistake="updates the student towards the teacher", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: the student was moved towards",
+         mistake="updates the student towards the teacher", source='''
 def ema_update(teacher, student, momentum):
     with torch.no_grad():
         for p_t, p_s in zip(teacher.parameters(), student.parameters()):
             p_s.mul_(momentum).add_(p_t, alpha=1 - momentum)
 '''),
-    dict(exercise="ema_update", diagnosis="Likely mistake: the teacher became a copy", mistake="loads the student's weights (copy, no average)", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: the teacher became a copy",
+         mistake="loads the student's weights (copy, no average)", source='''
 def ema_update(teacher, student, momentum):
     teacher.load_state_dict(student.state_dict())
 '''),
-    dict(exercise="ema_update", diagnosis="Likely mistake: the function returned something:", mistake="returns the teacher", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: the function returned something:",
+         mistake="returns the teacher", source='''
 def ema_update(teacher, student, momentum):
     with torch.no_grad():
         for p_t, p_s in zip(teacher.parameters(), student.parameters()):
             p_t.mul_(momentum).add_(p_s, alpha=1 - momentum)
     return teacher
 '''),
-    dict(exercise="ema_update", diagnosis="Likely mistake: only the weights were updated:", mistake="updates only the weights, not the biases", source='''
+    dict(exercise="ema_update", diagnosis="Likely mistake: only the weights were updated:",
+         mistake="updates only the weights, not the biases", source='''
 def ema_update(teacher, student, momentum):
     with torch.no_grad():
         for (n, p_t), p_s in zip(teacher.named_parameters(), student.parameters()):
@@ -435,7 +496,8 @@ def ema_update(teacher, student, momentum):
                 p_t.mul_(momentum).add_(p_s, alpha=1 - momentum)
 '''),
     # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
-    dict(exercise="dino_loss", diagnosis="contains NaN", mistake="softmax and log-softmax written out without the maximum subtracted", source='''
+    dict(exercise="dino_loss", diagnosis="contains NaN",
+         mistake="softmax and log-softmax written out without the maximum subtracted", source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     e_t = torch.exp((teacher_out.detach() - center.detach()) / teacher_temp)
     p_t = e_t / e_t.sum(-1, keepdim=True)
@@ -460,13 +522,15 @@ def ema_update(teacher, student, momentum):
 # Correct implementations written differently from the reference solution: each must keep full marks.
 RIGHT = [
     # ------------------------------------------------------------ add_registers
-    dict(exercise="add_registers", how="positions added to CLS and to the patches separately, one concatenation", source='''
+    dict(exercise="add_registers", how="positions added to CLS and to the patches separately, one concatenation",
+         source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     cls = (cls_token + pos_embed[:, :1]).expand(b, -1, -1)
     return torch.cat([cls, registers.expand(b, -1, -1), patches + pos_embed[:, 1:]], dim=1)
 '''),
-    dict(exercise="add_registers", how="a position tensor with zeros at the registers, added to the whole sequence", source='''
+    dict(exercise="add_registers", how="a position tensor with zeros at the registers, added to the whole sequence",
+         source='''
 def add_registers(patches, cls_token, registers, pos_embed):
     b = patches.shape[0]
     pos = torch.cat([pos_embed[:, :1], torch.zeros_like(registers), pos_embed[:, 1:]], dim=1)
@@ -499,7 +563,8 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
             views.append(torch.cat(parts, dim=0))
     return views
 '''),
-    dict(exercise="multi_crop", how="bilinear resizing written out as two interpolation matrices (half-pixel centres)", source='''
+    dict(exercise="multi_crop", how="bilinear resizing written out as two interpolation matrices (half-pixel centres)",
+         source='''
 def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     def resize_matrix(n_in, n_out):
         m = torch.zeros(n_out, n_in, dtype=images.dtype)
@@ -536,7 +601,8 @@ def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
                 pairs += 1
     return total / pairs
 '''),
-    dict(exercise="dino_loss", how="teacher under torch.no_grad, all pairs by broadcasting, the diagonal subtracted", source='''
+    dict(exercise="dino_loss", how="teacher under torch.no_grad, all pairs by broadcasting, the diagonal subtracted",
+         source='''
 def dino_loss(student_out, teacher_out, center, student_temp, teacher_temp):
     with torch.no_grad():
         p_t = F.softmax((teacher_out - center) / teacher_temp, dim=-1)
@@ -551,7 +617,8 @@ def update_center(center, teacher_out, momentum):
     batch_mean = teacher_out.mean(dim=(0, 1)).reshape(center.shape)
     return torch.lerp(batch_mean, center, momentum)
 '''),
-    dict(exercise="update_center", how="sum divided by the count, written as center + (1 - m) * (mean - center)", source='''
+    dict(exercise="update_center", how="sum divided by the count, written as center + (1 - m) * (mean - center)",
+         source='''
 def update_center(center, teacher_out, momentum):
     batch_mean = teacher_out.sum(dim=(0, 1)) / (teacher_out.shape[0] * teacher_out.shape[1])
     return center + (1 - momentum) * (batch_mean - center)
