@@ -12,10 +12,13 @@ changed.
 writes into ``metadata.kernelspec`` a digest of every ``course_lib`` module the
 notebook imports, followed through the imports of those modules (within
 ``course_lib``), and of the chapters' data files that its code names
-(``corpus.txt``, say). The cache hashes ``kernelspec``, so:
+(``corpus.txt``, say). A module counts by its code, not its prose
+(:func:`code_of`): docstrings and comments change no output. The cache hashes
+``kernelspec``, so:
 
-* editing ``course_lib/swin.py`` re-executes the Swin notebooks, and nothing
-  that does not import it (directly or through another module);
+* editing the code of ``course_lib/swin.py`` re-executes the Swin notebooks,
+  and nothing that does not import it (directly or through another module);
+* editing a docstring or a comment re-executes nothing;
 * editing one page re-executes that page only;
 * the kernel ignores the extra key (it starts the kernel by ``kernelspec.name``).
 
@@ -133,12 +136,50 @@ def dependencies(nb: nbformat.NotebookNode) -> list[Path]:
     return sorted(files)
 
 
+def code_of(path: Path) -> bytes:
+    """What of a file the outputs of the code that uses it depend on.
+
+    A Python module: its syntax tree without docstrings (comments are not in the tree), so an edit to the
+    prose, or a line wrapped differently, leaves it as it was. Any other file: its bytes.
+    """
+    if path.suffix != ".py":
+        return path.read_bytes()
+    return _dump(_without_docstrings(ast.parse(path.read_text()))).encode()
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    """``tree`` with every statement that is only a string (docstrings, mostly) removed: such a statement runs
+    nothing (course_lib reads no ``__doc__``)."""
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            body = getattr(node, name, None)
+            if isinstance(body, list):
+                setattr(node, name, [s for s in body if not _is_docstring(s)])
+    return tree
+
+
+def _is_docstring(node: ast.AST) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _dump(node) -> str:
+    """``ast.dump`` without line numbers, empty lists and Nones: the same text on every Python the course
+    supports (3.12 added empty ``type_params`` to every function and class, 3.13 dumps without empties)."""
+    if isinstance(node, ast.AST):
+        fields = ", ".join(f"{k}={_dump(v)}" for k, v in ast.iter_fields(node) if v is not None and v != [])
+        return f"{type(node).__name__}({fields})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_dump(v) for v in node) + "]"
+    return repr(node)
+
+
 def digest(paths: list[Path]) -> str:
+    """One hash of ``paths``: each file's path and :func:`code_of` it."""
     h = hashlib.sha256()
     for path in paths:
         h.update(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path).encode())
         h.update(b"\0")
-        h.update(path.read_bytes())
+        h.update(code_of(path))
         h.update(b"\0")
     return h.hexdigest()
 

@@ -12,8 +12,9 @@ To know "against the code as it is now" without running anything, a refresh
 stamps each notebook's metadata with a digest of what produced its outputs:
 its code cells and every ``course_lib`` module and data file they use (the
 same dependencies that key the book's execution cache, ``tools/course_book.py``).
-A notebook whose stamp differs from the digest of today's sources has stale
-outputs.
+A module counts by its code (``course_book.code_of``): editing a docstring or a
+comment stales nothing. A notebook whose stamp differs from the digest of
+today's sources has stale outputs.
 
     python -m tools.notebooks check            # what is stale or malformed (exit 1 if anything)
     python -m tools.notebooks refresh          # re-execute the stale notebooks in place, then stamp them
@@ -113,7 +114,8 @@ def refresh(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     os.environ["COURSE_STATIC_OUTPUT"] = "1"
     start = time.perf_counter()
-    NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    folder = {"metadata": {"path": str(path.parent)}}
+    NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", resources=folder).execute()
     elapsed = time.perf_counter() - start
     nb.metadata.pop("widgets", None)
     nb.metadata[STAMP] = {"outputs_digest": outputs_digest(nb)}

@@ -29,7 +29,8 @@ def test_chapter_notebooks_store_fresh_outputs_of_one_run(path):
         "\nRe-execute it with `make notebooks` (python -m tools.notebooks refresh).")
 
 
-@pytest.mark.parametrize("path", notebooks.assignment_notebooks(), ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+@pytest.mark.parametrize("path", notebooks.assignment_notebooks(),
+                         ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
 def test_assignment_notebooks_are_committed_without_outputs(path):
     assert not notebooks.assignment_problems(path)
 
@@ -80,7 +81,8 @@ def test_an_unexecuted_cell_is_flagged(tmp_path):
 def test_error_outputs_and_live_progress_bars_are_flagged(tmp_path):
     nb = good_notebook()
     nb.cells[0].outputs.append(new_output("error", ename="ValueError", evalue="bad", traceback=[]))
-    nb.cells[1].outputs.append(new_output("stream", name="stderr", text="\r 50%|#####     | 5/10 [00:01<00:01, 4.2it/s]"))
+    bar = "\r 50%|#####     | 5/10 [00:01<00:01, 4.2it/s]"
+    nb.cells[1].outputs.append(new_output("stream", name="stderr", text=bar))
     found = notebooks.problems(write(tmp_path, nb))
     assert any("ValueError" in p for p in found) and any("progress bar" in p for p in found)
 
@@ -114,7 +116,8 @@ def test_a_notebook_depends_on_the_modules_it_imports_and_theirs():
 
 
 def test_from_package_import_module_and_data_files_count():
-    nb = new_notebook(cells=[new_code_cell("from course_lib import tokenizer as T\ntext = Path('corpus.txt').read_text()")])
+    code = "from course_lib import tokenizer as T\ntext = Path('corpus.txt').read_text()"
+    nb = new_notebook(cells=[new_code_cell(code)])
     deps = {p.relative_to(ROOT).as_posix() for p in course_book.dependencies(nb)}
     assert "course_lib/tokenizer.py" in deps and "chapters/01-tokenization/corpus.txt" in deps
 
@@ -125,24 +128,66 @@ def test_dynamic_imports_count_the_whole_package():
     assert {"course_lib/interop/vit.py", "course_lib/interop/swin.py", "course_lib/swin.py"} <= deps
 
 
-def test_the_cache_key_changes_with_a_dependency_and_only_then(tmp_path, monkeypatch):
-    """Edit a copy of course_lib: the notebook using the edited module gets a new key, the other keeps its own."""
+@pytest.fixture
+def course_lib_copy(tmp_path, monkeypatch):
+    """A copy of course_lib that course_book reads instead of the real one: edit it freely."""
     shutil.copytree(ROOT / "course_lib", tmp_path / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "chapters").mkdir()
     monkeypatch.setattr(course_book, "ROOT", tmp_path)
     course_book._module_closure.cache_clear()
+    yield tmp_path / "course_lib"
+    course_book._module_closure.cache_clear()
+
+
+def test_the_cache_key_changes_with_a_dependency_and_only_then(course_lib_copy):
+    """Edit a copy of course_lib: the notebook using the edited module gets a new key, the other keeps its own."""
     uses_swin = nbformat.writes(new_notebook(cells=[new_code_cell("from course_lib.swin import window_partition")]))
     uses_norms = nbformat.writes(new_notebook(cells=[new_code_cell("from course_lib.norms import rms_norm")]))
     key = lambda text: course_book.read_notebook(text).metadata.kernelspec[course_book.KEY]  # noqa: E731
     before = key(uses_swin), key(uses_norms)
-    swin = tmp_path / "course_lib" / "swin.py"
-    swin.write_text(swin.read_text() + "\n# an edit\n")
-    try:
-        after = key(uses_swin), key(uses_norms)
-    finally:
-        course_book._module_closure.cache_clear()
+    swin = course_lib_copy / "swin.py"
+    swin.write_text(swin.read_text() + "\nEDITED = True\n")
+    course_book._module_closure.cache_clear()
+    after = key(uses_swin), key(uses_norms)
     assert after[0] != before[0], "editing course_lib/swin.py must re-execute a notebook that imports it"
     assert after[1] == before[1], "a notebook that does not use course_lib/swin.py must stay cached"
+
+
+def test_a_docstring_or_comment_edit_keeps_the_stamp_and_a_code_edit_stales_it(course_lib_copy, tmp_path):
+    """The stamp is keyed on code: prose edited in a module the notebook runs leaves its outputs fresh."""
+    nb = new_notebook(cells=[new_code_cell("from course_lib.swin import window_partition", execution_count=1)])
+    path = write(tmp_path, stamped(nb))
+    assert notebooks.problems(path) == []
+    swin = course_lib_copy / "swin.py"
+    original = swin.read_text()
+    doc = '"""``(B, H, W, C) -> (B * nW, ws * ws, C)``: non-overlapping windows, row-major within and across."""'
+    assert doc in original, "the docstring this test edits moved: pick another one"
+    prose = original.replace(doc, '"""Windows of ``ws x ws`` tokens: reworded."""', 1)
+    prose = prose.replace("import math\n", "import math  # a comment\n\n# another comment\n", 1)
+    prose = prose.replace('"""Swin Transformer V1 and V2', '"""Swin Transformer (V1 and V2)', 1)  # the module's
+    prose = prose.replace("def fit_window(res: int, ws: int, shift: int) -> tuple[int, int]:",
+                          "def fit_window(res: int, ws: int,\n               shift: int) -> tuple[int, int]:", 1)
+    assert prose.count("reworded") == 1 and prose.count("a comment") == 1 and "(V1 and V2)" in prose
+    swin.write_text(prose)
+    course_book._module_closure.cache_clear()
+    assert notebooks.problems(path) == [], "a docstring, a comment or a wrapped line changed the stamp"
+    swin.write_text(prose.replace("x.reshape(-1, ws * ws, c)", "x.reshape(-1, ws * ws, c).clone()", 1))
+    course_book._module_closure.cache_clear()
+    assert any("stale" in p for p in notebooks.problems(path)), "a code edit left the stamp fresh"
+
+
+def test_code_of_a_module_drops_its_docstrings_and_nothing_else(tmp_path):
+    def code_of(text: str, name: str = "m.py") -> bytes:
+        path = tmp_path / name
+        path.write_text(text)
+        return course_book.code_of(path)
+
+    base = code_of('def f(x):\n    """Twice x."""\n    return 2 * x  # doubled\n')
+    assert code_of('def f(x):\n    """Two times x."""\n    return 2 * x\n') == base
+    assert code_of("def f(x):\n    return (2 *\n            x)\n") == base
+    assert code_of('def f(x):\n    """Twice x."""\n    return 3 * x\n') != base
+    assert code_of('def f(x):\n    """Twice x."""\n    return "2 * x"\n') != base, "a string that is a value counts"
+    assert code_of("# not Python: every byte counts\n", "corpus.txt") == b"# not Python: every byte counts\n"
 
 
 def test_the_book_reads_notebooks_through_the_keyed_reader_and_loads_no_thebe():
