@@ -1,6 +1,7 @@
 """course_lib against Hugging Face transformers: same weights, same dtype, same device.
 
-    python benchmarks/compare_hf.py [--device cpu|cuda] [--dtype fp32|bf16] [--models vit-b/16,dinov2-s/14,swinv2-t,llama-100m]
+    python benchmarks/compare_hf.py [--device cpu|cuda] [--dtype fp32|bf16]
+                                    [--models vit-b/16,dinov2-s/14,swinv2-t,llama-100m]
                                     [--batch N] [--repeats N] [--decode-tokens N] [--decode-model llama-100m|small]
 
 For each model an HF model is built from its config with random weights (no
@@ -32,14 +33,17 @@ def hf_models():
     return {
         # ViT-B/16 at 224: the HF defaults are the base model
         "vit-b/16": (lambda: T.ViTModel(T.ViTConfig(), add_pooling_layer=False), "image", 224),
-        "dinov2-s/14": (lambda: T.Dinov2Model(T.Dinov2Config(hidden_size=384, num_attention_heads=6, num_hidden_layers=12,
-                                                             image_size=518, patch_size=14)), "image", 224),
-        "swinv2-t": (lambda: T.Swinv2Model(T.Swinv2Config(image_size=256, window_size=8, embed_dim=96, depths=[2, 2, 6, 2],
-                                                          num_heads=[3, 6, 12, 24]), add_pooling_layer=False), "image", 256),
+        "dinov2-s/14": (lambda: T.Dinov2Model(T.Dinov2Config(hidden_size=384, num_attention_heads=6,
+                                                             num_hidden_layers=12, image_size=518, patch_size=14)),
+                        "image", 224),
+        "swinv2-t": (lambda: T.Swinv2Model(T.Swinv2Config(image_size=256, window_size=8, embed_dim=96,
+                                                          depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24]),
+                                           add_pooling_layer=False), "image", 256),
         # course_lib's "llama-100m" preset: 100.1M parameters with tied embeddings
-        "llama-100m": (lambda: T.LlamaForCausalLM(T.LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048,
-                                                                num_hidden_layers=12, num_attention_heads=12,
-                                                                num_key_value_heads=4, max_position_embeddings=2048,
+        "llama-100m": (lambda: T.LlamaForCausalLM(T.LlamaConfig(vocab_size=32000, hidden_size=768,
+                                                                intermediate_size=2048, num_hidden_layers=12,
+                                                                num_attention_heads=12, num_key_value_heads=4,
+                                                                max_position_embeddings=2048,
                                                                 tie_word_embeddings=True)), "tokens", 256),
     }
 
@@ -47,6 +51,13 @@ def hf_models():
 def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
+
+
+def forwards(hf, ours, kind, x):
+    """The HF and course_lib forwards on input ``x``, as two functions of no argument."""
+    if kind == "image":
+        return (lambda: hf(pixel_values=x).last_hidden_state), (lambda: ours.forward_features(x))
+    return (lambda: hf(input_ids=x).logits), (lambda: ours(x))
 
 
 def median_ms(fn, device, repeats, warmup=2):
@@ -67,14 +78,16 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--models", default="vit-b/16,dinov2-s/14,swinv2-t,llama-100m")
-    ap.add_argument("--batch", type=int, default=None, help="images or sequences per forward (default: 8 on GPU, 1 on CPU)")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="images or sequences per forward (default: 8 on GPU, 1 on CPU)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--decode-tokens", type=int, default=512)
     ap.add_argument("--decode-model", choices=["llama-100m", "small"], default="small",
                     help="model for the decoding comparison ('small' is ~10M parameters, practical on a CPU)")
     ap.add_argument("--no-decode", action="store_true")
     ap.add_argument("--train", action="store_true", help="also measure ViT-B/16 training throughput and MFU")
-    ap.add_argument("--train-batch", type=int, default=None, help="images per training step (default: 128 on GPU, 4 on CPU)")
+    ap.add_argument("--train-batch", type=int, default=None,
+                    help="images per training step (default: 128 on GPU, 4 on CPU)")
     ap.add_argument("--train-model", default="vit-b/16", help="a course_lib ViT preset")
     ap.add_argument("--peak-tflops", type=float, default=None,
                     help="the device's peak TFLOP/s in the training dtype, for MFU (H100/H200 bf16 dense: 989)")
@@ -100,8 +113,8 @@ def main(argv=None):
     batch = args.batch or (8 if device.type == "cuda" else 1)
     torch.manual_seed(0)
 
-    print(f"device {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else f'{torch.get_num_threads()} threads'}), "
-          f"dtype {args.dtype}, batch {batch}, torch {torch.__version__}")
+    where = torch.cuda.get_device_name() if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"device {device} ({where}), dtype {args.dtype}, batch {batch}, torch {torch.__version__}")
     print(f"{'model':<14}{'params':>10}{'HF ms':>10}{'course_lib ms':>15}{'ratio':>8}{'max |diff|':>12}")
     for name, (make, kind, size) in hf_models().items():
         if name not in wanted:
@@ -111,19 +124,16 @@ def main(argv=None):
         hf, ours = hf.to(device, dtype), ours.to(device, dtype)
         if kind == "image":
             x = torch.randn(batch, 3, size, size, device=device, dtype=dtype)
-            run_hf = lambda: hf(pixel_values=x).last_hidden_state  # noqa: E731
-            run_ours = lambda: ours.forward_features(x)  # noqa: E731
         else:
             x = torch.randint(0, 32000, (batch, size), device=device)
-            run_hf = lambda: hf(input_ids=x).logits  # noqa: E731
-            run_ours = lambda: ours(x)  # noqa: E731
+        run_hf, run_ours = forwards(hf, ours, kind, x)
         with torch.inference_mode():
             diff = (run_hf().float() - run_ours().float()).abs().max().item()
             t_hf = median_ms(run_hf, device, args.repeats)
             t_ours = median_ms(run_ours, device, args.repeats)
         params = sum(p.numel() for p in ours.parameters())
         print(f"{name:<14}{params / 1e6:>9.1f}M{t_hf:>10.1f}{t_ours:>15.1f}{t_ours / t_hf:>8.2f}{diff:>12.2e}")
-        del hf, ours
+        del hf, ours, run_hf, run_ours  # free this model pair before the next is built
 
     if not args.no_decode:
         decode(args, device, dtype)
@@ -142,7 +152,8 @@ def decode(args, device, dtype):
     model = from_hf(T.LlamaForCausalLM(cfg).eval()).to(device, dtype)
     prompt = torch.randint(0, cfg.vocab_size, (1, 16), device=device)
     n = args.decode_tokens
-    print(f"\ndecoding {n} new tokens after a 16-token prompt, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters:")
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"\ndecoding {n} new tokens after a 16-token prompt, {n_params / 1e6:.1f}M parameters:")
     results = {}
     with torch.inference_mode():
         for use_cache in (True, False):

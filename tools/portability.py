@@ -132,7 +132,8 @@ def matrix(paths: list[Path], variants: list[tuple[str, int]], cuda: bool) -> in
             summary = (re.findall(r"^=+ (.*) in [\d.]+s", report, re.M) or report.strip().splitlines()[-1:])[-1]
             claims = summarise([json.loads(line) for line in log.read_text().splitlines() if line.strip()])
             ranked = [c for c in claims if c["relative"] is not None]
-            smallest = f"; smallest claim margin {ranked[0]['relative']:+.3f} ({ranked[0]['statement']})" if ranked else ""
+            smallest = (f"; smallest claim margin {ranked[0]['relative']:+.3f} ({ranked[0]['statement']})"
+                        if ranked else "")
             print(f"{name:>22}: {'ok' if code == 0 else 'FAILED'} ({summary}; {len(claims)} claims{smallest}; "
                   f"{time.perf_counter() - start:.0f} s)", flush=True)
             for cell in cells:

@@ -38,8 +38,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import zoo
-from course_lib.data import (DATE_CHARS, DATE_FORMATS, DATE_HOLDOUT, N_SPECIAL, SCENE_CLASSES, SHAPES, char_corpus,
-                             date_pairs, python_docs_text, scenes, shapes_dataset)
+from course_lib.data import (
+    DATE_CHARS,
+    DATE_FORMATS,
+    DATE_HOLDOUT,
+    N_SPECIAL,
+    SCENE_CLASSES,
+    SHAPES,
+    char_corpus,
+    date_pairs,
+    python_docs_text,
+    scenes,
+    shapes_dataset,
+)
 from course_lib.dino import DINOPair, colour_jitter, random_multi_crop, teacher_momentum
 from course_lib.positional import resample_pos_embed
 from course_lib.probes import knn_accuracy, linear_probe_accuracy, view_retrieval_accuracy
@@ -296,8 +307,8 @@ def _dates_recipe() -> Recipe:
                           min_lr_ratio=0.01, grad_clip=1.0, log_every=25, seed=seed),
         data=(f"date_pairs({batch_size}, split='train') per step, fresh pairs from a generator seeded by (seed, step): "
               f"a date between 1900 and 2099 in one of {len(DATE_FORMATS)} formats -> its ISO form, character by "
-              f"character; 10 of every {DATE_HOLDOUT} days only; evaluated on {zoo.DATE_TEST} pairs of the held-out days "
-              f"(course_lib.zoo.date_test_set), exact match"),
+              f"character; 10 of every {DATE_HOLDOUT} days only; evaluated on {zoo.DATE_TEST} pairs of the "
+              f"held-out days (course_lib.zoo.date_test_set), exact match"),
         batch=batch, loss_fn=loss_fn, evaluate=evaluate,
         extra={"batch_size": batch_size, "formats": list(DATE_FORMATS), "chars": DATE_CHARS},
     )
@@ -330,7 +341,8 @@ def probe_metrics(backbone: nn.Module, device: torch.device | str = "cpu") -> di
     vx, vy, _ = zoo.shape_test_set(SCENE_TEST, SCENE_SIZE)
     tf, vf = zoo.scene_features(backbone, tx, device), zoo.scene_features(backbone, vx, device)
     view_a, view_b = dino_test_views()
-    return {"knn_accuracy": knn_accuracy(tf, ty, vf, vy), "linear_probe_accuracy": linear_probe_accuracy(tf, ty, vf, vy),
+    return {"knn_accuracy": knn_accuracy(tf, ty, vf, vy),
+            "linear_probe_accuracy": linear_probe_accuracy(tf, ty, vf, vy),
             "view_retrieval_accuracy": view_retrieval_accuracy(zoo.scene_features(backbone, view_a, device),
                                                                zoo.scene_features(backbone, view_b, device))}
 
@@ -413,7 +425,8 @@ RECIPES: dict[str, Callable[[], Recipe]] = {
     "vit-small-gap": _small_vit("vit-small-gap", pool="mean", class_token=False),
     # the same recipe under other seeds: how far one run can land from another
     **{f"vit-small-seed{k}": _small_vit(f"vit-small-seed{k}", seed=k) for k in (1, 2)},
-    # the data-regime curve: the small ViT and a small CNN on fixed training sets (and on fresh data: vit-small, cnn-small)
+    # the data-regime curve: the small ViT and a small CNN on fixed training sets
+    # (and on fresh data: vit-small, cnn-small)
     **{f"vit-small-n{n}": _small_vit(f"vit-small-n{n}", train_set=n) for n in DATA_REGIME},
     "cnn-small": _small_cnn("cnn-small"),
     **{f"cnn-small-n{n}": _small_cnn(f"cnn-small-n{n}", train_set=n) for n in DATA_REGIME},

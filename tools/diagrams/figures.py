@@ -35,8 +35,8 @@ def attention_lookup() -> Canvas:
     c.grid(11.0, 1.0, 3, 3, cell, kind="output", highlight_rows=[1])
     c.text(11.75, 0.45, "output $AV$  $(n_q, d_v)$", size=9)
     c.arrow((9.25, 1.75), (10.85, 1.75), text="$=$", offset=(-0.4, 0.25))
-    c.text(13.1, 3.2, "row 2 of the output\nis $\\sum_j A_{2j}\\,V_j$:\nmostly value 3,\nwhose key matched\nquery 2 best",
-           ha="left", size=8.5, color=MUTED)
+    c.text(13.1, 3.2, "row 2 of the output\nis $\\sum_j A_{2j}\\,V_j$:\nmostly value 3,\nwhose key matched\n"
+           "query 2 best", ha="left", size=8.5, color=MUTED)
     c.ax.plot([12.4, 13.0], [1.75, 2.6], color=HIGHLIGHT, linewidth=1.0)
     return c
 
@@ -83,7 +83,8 @@ def encoder_decoder() -> Canvas:
     # memory feeds every decoder layer's cross-attention (keys and values)
     c.path([(ex + w, 9.25), (8.4, 9.25), (8.4, 6.55), (dx, 6.55)], color=HIGHLIGHT)
     c.text(8.55, 7.9, "$K, V$", ha="left", size=9, color=HIGHLIGHT)
-    c.text(4.0, 12.8, "the three attentions\n1. encoder self-attention: every source\n   token sees every source token\n"
+    c.text(4.0, 12.8, "the three attentions\n1. encoder self-attention: every source\n"
+           "   token sees every source token\n"
            "2. masked self-attention: target token $i$\n   sees targets $\\leq i$ only (causal)\n"
            "3. cross-attention: each target token\n   looks at the whole source", size=8.5, color=MUTED)
     return c
