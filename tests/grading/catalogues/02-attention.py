@@ -144,7 +144,8 @@ def masked_softmax(scores, mask=None):
 def masked_softmax(scores, mask=None):
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    e = torch.exp(scores - scores[torch.isfinite(scores)].max()) if torch.isfinite(scores).any() else torch.zeros_like(scores)
+    e = (torch.exp(scores - scores[torch.isfinite(scores)].max()) if torch.isfinite(scores).any()
+         else torch.zeros_like(scores))
     s = e.sum(dim=-1, keepdim=True)
     return torch.where(s > 0, e / s, torch.zeros_like(e))
 '''),

@@ -306,7 +306,8 @@ def online_softmax_attention(q, k, v, block_size):
         s = q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale
         m_new = torch.maximum(m, s.amax(-1, keepdim=True))
         w = torch.softmax(s, -1)
-        p = w * torch.exp(s.amax(-1, keepdim=True) - m_new) * torch.exp(s - s.amax(-1, keepdim=True)).sum(-1, keepdim=True)
+        p = (w * torch.exp(s.amax(-1, keepdim=True) - m_new)
+             * torch.exp(s - s.amax(-1, keepdim=True)).sum(-1, keepdim=True))
         c = torch.exp(m - m_new)
         l = l * c + p.sum(-1, keepdim=True)
         o = o * c + p @ v[..., start:start + block_size, :]
