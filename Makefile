@@ -1,7 +1,10 @@
 # One command each, on a fresh clone: every target sets up .venv on first use.
 #   make book       build the HTML book into _build/html
-#   make test       run the whole test suite (as root it first installs the Debian packages it needs)
+#   make test       lint, then the whole test suite on every core (as root it first installs the Debian
+#                   packages it needs); ends with its wall time and the 15 slowest tests (budget: 20 minutes
+#                   on 2 cores, set-up included). TEST_JOBS=1: one process; PYTEST_ARGS=...: more pytest options
 #   make test-fast  course_lib's and the grader's unit tests: no notebooks, no nbgrader, no browser
+#   make lint       ruff over the whole tree (pyproject.toml's [tool.ruff]); LINT_ARGS=--fix to fix what it can
 #   make lab        JupyterLab on the course, with the nbgrader extension (LAB_PORT=8888;
 #                   LAB_DIR=<folder> serves another folder, e.g. a copy of exercises/02-attention)
 #   make check      quick checks before a commit: stale notebook outputs, exercises in sync, the book and its links
@@ -24,6 +27,9 @@ ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
 LAB_PORT ?= 8888
 LAB_DIR ?= $(CURDIR)
 PYTEST_ARGS ?=
+# The suite's workers: one per core (pytest-xdist); tests/conftest.py says how the work is shared.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+LINT_ARGS ?=
 
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # Kernels must use their inline backend, or notebooks lose their figures.
@@ -31,7 +37,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo
+.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo
 
 all: help
 
@@ -64,8 +70,17 @@ book: $(STAMP)
 	COURSE_STATIC_OUTPUT=1 $(BIN)/jupyter-book build . --builder html -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
+# The wall time printed at the end is the suite's own (lint and pytest, set-up excluded); .ci/run prints
+# the whole of `make test`, set-up included.
 test: system-test $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory lint && \
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup --durations=15 --durations-min=1 $(PYTEST_ARGS); \
+	rc=$$?; echo "make test: lint and pytest took $$(( $$(date +%s) - start )) s wall on $(TEST_JOBS) workers ($$(nproc) cores)"; \
+	exit $$rc
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINT_ARGS) .
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -o addopts= -m "not slow" -p no:cacheprovider tests $(PYTEST_ARGS)

@@ -21,13 +21,27 @@ from tools import portability
 CHAPTER_NOTEBOOKS = portability.chapter_notebooks()
 
 
+def _chapters() -> dict[str, list]:
+    """The chapter notebooks by chapter: one nbval run each, so the chapters share out the cores."""
+    out: dict[str, list] = {}
+    for path in CHAPTER_NOTEBOOKS:
+        out.setdefault(path.parent.name, []).append(path)
+    return out
+
+
 @pytest.mark.slow
-def test_every_chapter_notebook_prints_its_stored_outputs_under_the_portable_kernels_with_two_threads():
-    code, report = portability.run_nbval(CHAPTER_NOTEBOOKS, portability.variant_env("default", 2))
+@pytest.mark.parametrize("chapter", sorted(_chapters()))
+def test_every_chapter_notebook_prints_its_stored_outputs_under_the_portable_kernels_with_two_threads(chapter):
+    code, report = portability.run_nbval(_chapters()[chapter], portability.variant_env("default", 2))
     cells = portability.failed_cells(report)
     assert code == 0, ("stored outputs that ATEN_CPU_CAPABILITY=default with 2 threads does not print "
-                       f"(make them portable: tools/portability.py):\n  " + "\n  ".join(cells) + "\n" + report[-5000:])
+                       "(make them portable: tools/portability.py):\n  " + "\n  ".join(cells) + "\n" + report[-5000:])
     assert re.search(r"(\d+) passed", report)
+
+
+def test_the_portable_run_covers_every_chapter_notebook_once():
+    runs = [p for paths in _chapters().values() for p in paths]
+    assert sorted(runs) == sorted(CHAPTER_NOTEBOOKS) and len(set(runs)) == len(runs) >= 30
 
 
 # ---- one seed setting ----------------------------------------------------------------------------
@@ -63,7 +77,8 @@ def test_the_seeding_check_catches_a_fixed_seed():
     assert seeding_problems(["import torch\ntorch.manual_seed(0)"])
     assert seeding_problems(["SEED = start()", "g = torch.Generator().manual_seed(3)"])
     assert seeding_problems(["SEED = start()", "np.random.seed(1)"])
-    assert not seeding_problems(["SEED = start()", "g = generator(3)\nreseed(4)\nh = torch.Generator().manual_seed(SEED)"])
+    assert not seeding_problems(["SEED = start()",
+                                 "g = generator(3)\nreseed(4)\nh = torch.Generator().manual_seed(SEED)"])
 
 
 # ---- the runner's arguments and its summary ------------------------------------------------------
