@@ -294,7 +294,8 @@ def test_page_reads_offline(docname, reader, tmp_path):
     # (b) every image loaded; every figure in the article described
     figures = sum(i["content"] for i in facts["images"])
     if figures < source_figures(docname):
-        problems.append(f"{figures} figure(s) on the page, the notebook's stored outputs have {source_figures(docname)}")
+        problems.append(f"{figures} figure(s) on the page, the notebook's stored outputs have "
+                        f"{source_figures(docname)}")
     broken = [i["src"] for i in facts["images"] if not (i["complete"] and i["width"] > 0)]
     if broken:
         problems.append(f"images that did not load: {broken}")
@@ -499,7 +500,8 @@ def test_no_page_or_stylesheet_loads_from_another_host(built):
     for page in built_pages(built):
         remote += [f"{page.relative_to(built)}: {r}" for r in parse(page).remote]
     for css in sorted((built / "_static").rglob("*.css")):
-        remote += [f"{css.relative_to(built)}: @import/url() {u}" for u in css_remote_urls(css.read_text(encoding="utf-8"))]
+        urls = css_remote_urls(css.read_text(encoding="utf-8"))
+        remote += [f"{css.relative_to(built)}: @import/url() {u}" for u in urls]
     # One line per distinct finding, with how many files have it.
     counts: dict[str, list[str]] = {}
     for line in remote:

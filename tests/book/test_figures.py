@@ -193,7 +193,7 @@ def _cmap_ok(name: str) -> bool:
 
 
 def _string_assignments(nb) -> dict[str, set]:
-    """For each variable name, the values assigned to it anywhere in the notebook (strings, or None for other values)."""
+    """For each variable name, the values assigned to it anywhere in the notebook (strings, or None for others)."""
     values: dict[str, set] = {}
     for _, cell in _code_cells(nb):
         for node in ast.walk(_tree(cell)):
@@ -243,7 +243,8 @@ def colormap_problems(nb) -> list[str]:
                         used.append(node.value.value)
         for name in used:
             if not _cmap_ok(name):
-                problems.append(f"cell {i}: colour map {name!r} is not in the colour-blind-safe list {sorted(SAFE_CMAPS)}")
+                problems.append(f"cell {i}: colour map {name!r} is not in the colour-blind-safe list "
+                                f"{sorted(SAFE_CMAPS)}")
     return problems
 
 
@@ -340,7 +341,8 @@ def _notebook(*cells):
 
 def _figure_cell(source, alt=None):
     cell = nbformat.v4.new_code_cell(source)
-    cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"})]
+    figure = {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}
+    cell.outputs = [nbformat.v4.new_output("display_data", data=figure)]
     if alt is not None:
         cell.metadata["mystnb"] = {"image": {"alt": alt}}
     return cell

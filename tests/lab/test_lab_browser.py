@@ -117,7 +117,8 @@ CELLS = """() => {
             prompt: (c.querySelector('.jp-InputPrompt') || {textContent: ''}).textContent.trim(),
             source: Array.from(c.querySelectorAll('.jp-InputArea-editor .cm-line')).map(l => l.textContent).join('\\n'),
             outputs: Array.from(c.querySelectorAll('.jp-OutputArea-output')).map(o => o.textContent).join('\\n'),
-            errors: Array.from(c.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'))
+            errors: Array.from(c.querySelectorAll(
+                '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'))
                 .map(o => o.textContent).join('\\n'),
         }));
 }"""
@@ -236,7 +237,8 @@ def pasted_solutions() -> dict[str, tuple[str, str]]:
     for gid, cell in released.items():
         m = SOLUTION.search(source[gid].source)
         assert m and STUB.search(cell.source), f"{gid}: no solution markers in the source, or no stub in the exercise"
-        pasted = STUB.sub(lambda _: m.group(1).rstrip("\n"), cell.source, count=1)
+        body = m.group(1).rstrip("\n")
+        pasted = STUB.sub(lambda _, body=body: body, cell.source, count=1)
         # What the learner ends up with is the instructor's cell without its markers.
         assert pasted == SOLUTION.sub(lambda mm: mm.group(1), source[gid].source).rstrip("\n"), gid
         out[gid] = (cell.source, pasted)
@@ -318,8 +320,8 @@ def test_a_learner_fails_the_untouched_exercise_then_passes_with_the_reference(l
     # Kernel > Restart Kernel and Clear Outputs of All Cells, then Run > Run All Cells: every cell runs.
     learner.menu("Kernel", "Restart Kernel and Clear Outputs of All Cells")
     page.locator(".jp-Dialog .jp-Dialog-button.jp-mod-accept").click()
-    learner.wait_until(f"() => (({CELLS})() || []).every(c => c.prompt === '[ ]:' || c.type !== 'code')", None, KERNEL_MS,
-                       "every output and execution count cleared")
+    learner.wait_until(f"() => (({CELLS})() || []).every(c => c.prompt === '[ ]:' || c.type !== 'code')", None,
+                       KERNEL_MS, "every output and execution count cleared")
     learner.wait_kernel_idle()
     learner.menu("Run", "Run All Cells")
     learner.wait_run_finished(code)
