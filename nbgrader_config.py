@@ -9,6 +9,18 @@ instructor's checkout and are git-ignored.
 import os
 import re
 
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
+
+from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests
+
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
 # The course directory is the folder of this file, wherever nbgrader is run from.
@@ -79,13 +91,6 @@ c.Execute.execute_retries = 0
 # A deleted test cell is put back as a failing cell (zero points, named in
 # `make grade`'s report); a cell that kills its kernel scores zero and grading
 # goes on in a fresh kernel.
-from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
-)
-
-from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests  # noqa: E402
-
 c.Autograde.autograde_preprocessors = [
     RestoreDeletedTests, GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
@@ -100,7 +105,4 @@ c.GuardedExecute.interrupt_on_timeout = True
 c.GuardedExecute.raise_on_iopub_timeout = False
 c.GuardedExecute.execute_retries = 0
 # Feedback shows each test's visible part and the diagnosis, never the hidden tests' code.
-from nbgrader.preprocessors import GetGrades  # noqa: E402
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-
 c.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]

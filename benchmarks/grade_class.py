@@ -26,6 +26,8 @@ from pathlib import Path
 
 import nbformat
 
+from grader.notebook import grade_id
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -44,7 +46,7 @@ def build_class(course: Path, assignment: str, students: int) -> None:
             if kind in (1, 3):
                 entry = wrong[i % len(wrong)]
                 for cell in nb.cells:
-                    if cell.metadata.get("nbgrader", {}).get("grade_id") == entry["exercise"]:
+                    if grade_id(cell) == entry["exercise"]:
                         cell.source = entry["source"]
         folder = course / "submitted" / f"student{i:03d}" / assignment
         folder.mkdir(parents=True)

@@ -15,7 +15,6 @@ test cell as partial credit.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
@@ -25,31 +24,26 @@ from .cases import Case, tensors_of
 from .compare import check_gradients, close, describe_diff, describe_value, same_value, value_tolerance
 from .diagnosis import Mistake, first_divergence, match_mistake, match_table_mistake, match_value_mistake
 from .failures import ExerciseFailure
-from .guards import ShapeWatch, forbid_calls
-from .judge import RemoteLearner, current
+from .guards import ShapeWatch
+from .learner import Learner, as_learner
 
 
-def call_learner(learner: Callable, case: Case, name: str, forbidden: Iterable[Callable] = (),
-                 allowed: Iterable[Any] = (), transparent: Iterable[Any] = (), watch: ShapeWatch | None = None) -> Any:
+def call_learner(learner: Learner | Callable, case: Case, name: str, forbidden: Iterable[Callable] = (),
+                 allowed: Iterable[Any] = (), watch: ShapeWatch | None = None) -> Any:
     """The learner's result on one case, run under the guards; its errors become :class:`ExerciseFailure`.
 
-    ``watch``: a :class:`~grader.guards.ShapeWatch` to run the call inside (it
-    notes the shapes the learner's code builds).
+    ``learner``: a :class:`~grader.learner.Learner`, or a plain function (run
+    here). ``watch``: a :class:`~grader.guards.ShapeWatch` to run the call
+    inside (it notes the shapes the learner's code builds).
     """
     label = case.label or "a random case"
-    remote = current()
     try:
-        if remote is not None:  # the learner's code runs in the grading kernel: the guards go there with the call
-            with remote.guarding(name, forbidden, allowed, label, watch):
-                return learner(*case.args, **case.kwargs)
-        with watch or contextlib.nullcontext():
-            with forbid_calls(forbidden, exercise=name, allowed=allowed,
-                              transparent=tuple(transparent) + ((ShapeWatch,) if watch else ())):
-                return learner(*case.args, **case.kwargs)
+        return as_learner(learner, name).call(case, name, forbidden, allowed, watch)
     except ExerciseFailure:
         raise
     except NotImplementedError:
-        raise ExerciseFailure(f"{name} is not implemented yet: replace `raise NotImplementedError()` with your code.") from None
+        raise ExerciseFailure(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
+                              "with your code.") from None
     except Exception as exc:  # the learner's bug, reported with the case
         raise ExerciseFailure(f"{name} raised {type(exc).__name__}: {exc} ({label}).") from None
 
@@ -83,7 +77,7 @@ def as_tensor_result(out: Any, name: str, label: str) -> Tensor:
 
 
 def check_function(
-    learner: Callable,
+    learner: Learner | Callable,
     reference: Callable,
     cases: Sequence[Case],
     *,
@@ -92,7 +86,6 @@ def check_function(
     forbidden: Iterable[Callable] = (),
     check_grad: bool = False,
     allowed: Iterable[Any] = (),
-    transparent: Iterable[Any] = (),
     formulations: tuple[Callable, ...] = (),
 ) -> None:
     """Compare ``learner`` with ``reference`` on every case; raise :class:`ExerciseFailure` on the first mismatch.
@@ -101,17 +94,18 @@ def check_function(
     dtype, values within the derived tolerance, inputs not modified in place,
     and (with ``check_grad``) the gradients with respect to every floating
     input. ``allowed`` names course_lib building blocks the learner is handed
-    and may call; ``transparent`` the grader's own code between the checker
-    and the learner's (see :func:`~grader.guards.forbid_calls`);
-    ``formulations`` other correct ways to compute the result, whose rounding
-    also counts in the tolerance (:func:`~grader.compare.value_tolerance`).
+    and may call; ``formulations`` other correct ways to compute the result,
+    whose rounding also counts in the tolerance
+    (:func:`~grader.compare.value_tolerance`). ``learner`` is a
+    :class:`~grader.learner.Learner` or a plain function (run here).
 
     Returns None on purpose: nbgrader reads a number left as the value of a
     test cell as partial credit.
     """
-    name = name or getattr(learner, "__name__", "your function")
-    if not callable(learner):
-        raise ExerciseFailure(f"{name} is not a function (got {type(learner).__name__}).")
+    learner = as_learner(learner)
+    name = name or learner.name
+    if not learner.is_callable:
+        raise ExerciseFailure(f"{name} is not a function (got {learner.type_name}).")
     forbidden = tuple(forbidden)
     prepared = []
     for case in cases:
@@ -119,11 +113,11 @@ def check_function(
         if check_grad:
             mine = mine.map_tensors(lambda t: t.requires_grad_(True) if t.is_floating_point() else t)
         prepared.append((case, case.clone(), mine))
-    if isinstance(learner, RemoteLearner):  # one trip to the grading kernel for every case (and its gradients)
-        learner.prefetch([mine for _, _, mine in prepared], name, forbidden, allowed, gradients=check_grad)
+    # where a call is a trip to the grading kernel, one trip for every case (and its gradients)
+    learner.prefetch([mine for _, _, mine in prepared], name, forbidden, allowed, gradients=check_grad)
     for case, pristine, mine in prepared:
         label = case.label or "a random case"
-        out = call_learner(learner, mine, name, forbidden, allowed, transparent)
+        out = call_learner(learner, mine, name, forbidden, allowed)
         with torch.no_grad():
             expected = reference(*pristine.clone().args, **pristine.clone().kwargs)
         if not isinstance(expected, Tensor):  # numbers, lists, tuples, dicts...
@@ -151,11 +145,12 @@ def check_function(
             if torch.isnan(out).any() and not torch.isnan(ref64).any() and not found:
                 found = " Your result contains NaN where the reference has none."
             if not found:
-                found = first_divergence(learner, reference, pristine, forbidden, allowed, transparent)
+                found = first_divergence(learner, reference, pristine, forbidden, allowed)
             raise ExerciseFailure(f"{name} gives wrong values ({label}): {describe_diff(out, ref64)}.{found}")
         for before, after in zip(tensors_of(pristine), tensors_of(mine)):
             if before.shape != after.shape or not torch.equal(before, after.detach()):
-                raise ExerciseFailure(f"{name} modified one of its inputs in place ({label}); work on a new tensor instead.")
+                raise ExerciseFailure(f"{name} modified one of its inputs in place ({label}); "
+                                      "work on a new tensor instead.")
         check_new_object(name, out, mine, reference, pristine, label)
         if check_grad:
             check_gradients(name, out, mine, reference, case64, label)
@@ -168,11 +163,11 @@ def check_value(name, out, expected, pristine: Case, mine: Case, diagnoses: Sequ
     if not same_value(out, expected):
         found = match_value_mistake(out, pristine, diagnoses, expected)
         raise ExerciseFailure(f"{name} gives a wrong result ({label}): {describe_value(out, expected)}.{found}")
-    if not same_value(list(mine.args) + list(mine.kwargs.values()), list(pristine.args) + list(pristine.kwargs.values())):
+    if not same_value([*mine.args, *mine.kwargs.values()], [*pristine.args, *pristine.kwargs.values()]):
         raise ExerciseFailure(f"{name} modified one of its inputs in place ({label}); work on a copy instead.")
 
 
-def check_table(learner: Callable, reference: Callable, cases: Sequence[Case], *, name: str | None = None,
+def check_table(learner: Learner | Callable, reference: Callable, cases: Sequence[Case], *, name: str | None = None,
                 diagnoses: Sequence[Mistake] = ()) -> None:
     """Compare a learner's table (a tensor computed from integer arguments) with the float64 reference.
 
@@ -184,17 +179,18 @@ def check_table(learner: Callable, reference: Callable, cases: Sequence[Case], *
     named, never the expected values. Calls into :mod:`course_lib` are
     forbidden. Returns None (nbgrader reads a value as partial credit).
     """
-    name = name or getattr(learner, "__name__", "your function")
-    if not callable(learner):
-        raise ExerciseFailure(f"{name} is not a function (got {type(learner).__name__}).")
-    if isinstance(learner, RemoteLearner):
-        learner.prefetch(list(cases), name, (), ())
+    learner = as_learner(learner)
+    name = name or learner.name
+    if not learner.is_callable:
+        raise ExerciseFailure(f"{name} is not a function (got {learner.type_name}).")
+    learner.prefetch(list(cases), name, (), ())
     for case in cases:
         label = case.label or "a random case"
         out = call_learner(learner, case, name)
         if not isinstance(out, Tensor):
             hint = " Did you forget to `return` it?" if out is None else ""
-            raise ExerciseFailure(f"{name} should return a torch.Tensor, but returned {type(out).__name__} ({label}).{hint}")
+            raise ExerciseFailure(f"{name} should return a torch.Tensor, but returned {type(out).__name__} "
+                                  f"({label}).{hint}")
         expected = reference(*case.args, **case.kwargs)
         if out.shape != expected.shape:
             msg = f"{name} returned shape {tuple(out.shape)}, expected {tuple(expected.shape)} ({label})."

@@ -133,7 +133,8 @@ def check_gradients(name: str, out: Tensor, mine: Case, reference: Callable, cas
     """The learner's gradients (through ``out``, for a random upstream gradient) against the float64 reference's."""
     inputs = [t for t in tensors_of(mine) if t.is_floating_point()]
     if not out.requires_grad:
-        raise ExerciseFailure(f"{name}'s result is cut off from the autograd graph ({label}): avoid .detach(), .data or numpy.")
+        raise ExerciseFailure(f"{name}'s result is cut off from the autograd graph ({label}): "
+                              "avoid .detach(), .data or numpy.")
     upstream = upstream_gradient(out.shape)
     grads = torch.autograd.grad((out * upstream.to(out.dtype)).sum(), inputs, allow_unused=True)
     ref_inputs = [t for t in tensors_of(case64) if t.is_floating_point()]

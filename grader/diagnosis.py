@@ -9,9 +9,6 @@ the first handed module whose input differs from the reference's.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -20,8 +17,7 @@ from torch import Tensor
 
 from .cases import Case
 from .compare import close, same_value
-from .guards import forbid_calls
-from .judge import current
+from .learner import Learner, module_slots, record_module_inputs
 
 
 @dataclass
@@ -93,69 +89,13 @@ def match_table_mistake(out: Tensor, case: Case, diagnoses: Sequence[Mistake], e
     return ""
 
 
-
-def _module_slots(learner: Callable, case: Case) -> list[tuple[str, torch.nn.Module]]:
-    """The modules a case hands over (directly or in a list), named as the learner's parameters."""
-    try:
-        params = list(inspect.signature(learner).parameters)
-    except (TypeError, ValueError):
-        params = []
-    named = [(params[i] if i < len(params) else f"argument {i + 1}", a) for i, a in enumerate(case.args)]
-    named += list(case.kwargs.items())
-    slots = []
-    for name, value in named:
-        if isinstance(value, torch.nn.Module) and not isinstance(value, torch.nn.ModuleList):
-            slots.append((name, value))
-        elif isinstance(value, (list, tuple, torch.nn.ModuleList)) and value and all(
-                isinstance(m, torch.nn.Module) for m in value):
-            slots += [(f"{name}[{j}]", m) for j, m in enumerate(value)]
-    return slots
-
-
-def _trace(fn: Callable, case: Case, labels: list[str], guard: dict | None = None) -> list[tuple[str, Tensor | None]]:
-    """(slot, first tensor input) of every call of a handed-over module while ``fn`` runs, in order.
-
-    ``guard``: the keyword arguments of :func:`~grader.guards.forbid_calls` to run
-    ``fn`` under (the learner's side); the recording hook is transparent to it.
-    """
-    remote = current()
-    if remote is not None and fn is remote:  # the learner's code runs in the grading kernel: trace it there
-        guard = guard or {}
-        with remote.guarding(guard.get("exercise", "trace"), guard.get("forbidden", ()), guard.get("allowed", ()),
-                             case.label):
-            return remote.trace(case, labels)
-    slots = _module_slots(fn, case)
-    calls: list[tuple[str, Tensor | None]] = []
-    handles = []
-
-    def hook(mod, inputs, label):
-        first = next((t for t in inputs if isinstance(t, Tensor)), None)
-        calls.append((label, None if first is None else first.detach().clone()))
-
-    for (_, module), label in zip(slots, labels):
-        handles.append(module.register_forward_pre_hook(functools.partial(hook, label=label)))
-    fence = contextlib.nullcontext()
-    if guard is not None:
-        fence = forbid_calls(**{**guard, "transparent": tuple(guard.get("transparent", ())) + (hook,)})
-    try:
-        with torch.no_grad(), fence:
-            fn(*case.args, **case.kwargs)
-    except Exception:
-        pass
-    finally:
-        for h in handles:
-            h.remove()
-    return calls
-
-
-def first_divergence(learner: Callable, reference: Callable, case: Case, forbidden=(), allowed=(), transparent=()) -> str:
+def first_divergence(learner: Learner, reference: Callable, case: Case, forbidden=(), allowed=()) -> str:
     """For a function that assembles handed-over modules: the first module whose input differs from the reference's."""
-    labels = [name for name, _ in _module_slots(learner, case)]
+    labels = [name for name, _ in module_slots(learner.function, case)]
     if not labels:
         return ""
-    mine = _trace(learner, case.clone(), labels, dict(forbidden=forbidden, exercise="trace", allowed=allowed,
-                                                      transparent=transparent))
-    theirs = _trace(reference, case.in_float64(), labels)
+    mine = learner.trace(case.clone(), labels, "trace", forbidden, allowed)
+    theirs = record_module_inputs(reference, case.in_float64(), labels)
     seen: dict[str, int] = {}
     for i, (label, expected) in enumerate(theirs):
         if i < len(mine) and mine[i][0] != label:

@@ -128,7 +128,8 @@ class ShapeWatch(TorchFunctionMode):
 #: (a profiler or tracer of their own, or a thread the profiler does not see).
 _GUARD_BREAKERS: tuple[Callable, ...] = tuple(
     f for f in (
-        sys.setprofile, sys.settrace, getattr(sys, "_setprofileallthreads", None), getattr(sys, "_settraceallthreads", None),
+        sys.setprofile, sys.settrace, getattr(sys, "_setprofileallthreads", None),
+        getattr(sys, "_settraceallthreads", None),
         getattr(sys, "monitoring", None) and sys.monitoring.use_tool_id,
         getattr(sys, "monitoring", None) and sys.monitoring.register_callback,
         __import__("_thread").start_new_thread, getattr(__import__("_thread"), "start_joinable_thread", None),
@@ -296,6 +297,20 @@ def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this ex
     if changed:
         raise ForbiddenCall(f"{exercise}: your code replaced {changed} while it was being checked; "
                             "exercises may not patch torch, numpy or the course's modules.")
+
+
+@contextlib.contextmanager
+def guarded(forbidden: Iterable[Callable] = (), *, exercise: str, allowed: Iterable[Any] = (),
+            transparent: Iterable[Any] = (), watch: ShapeWatch | None = None):
+    """:func:`forbid_calls` inside an optional :class:`ShapeWatch`: how a learner's function is called.
+
+    It lives here, beside the guard, because the guard lets no other grader
+    code run while it watches (its own file excepted).
+    """
+    with watch or contextlib.nullcontext():
+        with forbid_calls(forbidden, exercise=exercise, allowed=allowed,
+                          transparent=tuple(transparent) + ((ShapeWatch,) if watch else ())):
+            yield
 
 
 def _code_objects(allowed: Iterable[Any]) -> set:

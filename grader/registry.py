@@ -18,7 +18,6 @@ grading iterate :func:`assignments` instead of editing notebook cells.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -28,8 +27,7 @@ from .cases import Case, with_strided_layout
 from .checker import check_function, check_table
 from .diagnosis import Mistake
 from .failures import ExerciseFailure
-from .judge import RemoteLearner, judging
-
+from .learner import Learner, as_learner
 
 #: how many cases of each comparison are repeated with their tensors in a non-contiguous layout
 STRIDED_CASES = 3
@@ -72,7 +70,7 @@ class Comparison:
     layouts: bool = True
     formulations: tuple = ()
 
-    def run(self, learner: Callable, name: str, seed: int | None, transparent: tuple = ()) -> None:
+    def run(self, learner: Learner | Callable, name: str, seed: int | None) -> None:
         cases = list(self.cases(seed=self.seed if seed is None else seed))
         if self.table:
             check_table(learner, self.reference, cases, name=name, diagnoses=self.mistakes)
@@ -80,14 +78,15 @@ class Comparison:
         strided = [c for c in map(with_strided_layout, cases) if c is not None][:STRIDED_CASES] if self.layouts else []
         hard = [make(c) for make in self.hard for c in cases[:HARD_CASES]]
         common = dict(name=name, diagnoses=self.mistakes, forbidden=self.forbidden, allowed=self.allowed,
-                      transparent=transparent, formulations=self.formulations)
+                      formulations=self.formulations)
         check_function(learner, self.reference, cases + strided, check_grad=self.check_grad, **common)
         if hard:  # their values: a saturated softmax's gradients are below what float64 rounding can resolve
             check_function(learner, self.reference, hard, check_grad=False, **common)
 
 
-#: a contract check: ``step(learner, name, seed)`` raises ExerciseFailure (seed None: its own default)
-Contract = Callable[[Callable, str, "int | None"], None]
+#: a contract check: ``step(learner, name, seed)`` raises ExerciseFailure (seed None: its own default);
+#: ``learner`` is a :class:`~grader.learner.Learner`, called through :func:`grader.checker.call_learner`
+Contract = Callable[[Learner, str, "int | None"], None]
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,8 @@ class Exercise:
         steps: comparisons and contract checks, run in order; the first failure is the feedback.
         adapt: turns the learner's function into the one the comparisons call (for a function
             that works by side effect, such as an in-place update); the adapter is grader code
-            the guards let through, while everything it calls is still checked.
+            the guards let through, while everything it calls is still checked
+            (:meth:`grader.learner.Learner.adapted`).
     """
 
     name: str
@@ -171,7 +171,8 @@ def check(slug: str, name: str, learner: Any, *, seed: int | None = None) -> Non
     Args:
         slug: the assignment, as its folder is named (``"02-attention"``).
         name: the exercise, as its function is named.
-        learner: the learner's function.
+        learner: the learner's function, or a :class:`~grader.learner.Learner` (the judge
+            hands over its proxy for the function in the grading kernel).
         seed: draw every comparison's cases from this seed instead of the registry's
             (the stability test varies it; a hidden test leaves it alone).
 
@@ -180,16 +181,14 @@ def check(slug: str, name: str, learner: Any, *, seed: int | None = None) -> Non
     as full marks for the test cell.
     """
     ex = exercise(slug, name)
-    remote = isinstance(learner, RemoteLearner)
-    if not (learner.is_callable if remote else callable(learner)):
-        kind = learner.type_name if remote else type(learner).__name__
-        raise ExerciseFailure(f"{name} is not a function (got {kind}).")
-    fn = ex.adapt(learner) if ex.adapt else learner
-    transparent = (fn,) if ex.adapt else ()
-    with judging(learner) if remote else contextlib.nullcontext():
-        for step in ex.steps:
-            if isinstance(step, Comparison):
-                step.run(fn, name, seed, transparent)
-            else:
-                step(fn, name, seed)
+    learner = as_learner(learner, name)
+    if not learner.is_callable:
+        raise ExerciseFailure(f"{name} is not a function (got {learner.type_name}).")
+    if ex.adapt:
+        learner = learner.adapted(ex.adapt)
+    for step in ex.steps:
+        if isinstance(step, Comparison):
+            step.run(learner, name, seed)
+        else:
+            step(learner, name, seed)
     return None

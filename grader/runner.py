@@ -8,10 +8,10 @@ of the grader the kernel needs: it holds no reference and no expected value,
 and neither :mod:`course_lib` nor :mod:`grader.assignments` is visible inside
 the fence.
 
-A request is a dict written by the judge with :func:`torch.save`; the reply is
-written here and read by the judge with ``torch.load(weights_only=True)``, so
-it can only hold tensors, numbers, strings and containers of them: whatever
-the learner's code does in this process, the judge reads data, never code.
+What travels, and how, is :mod:`grader.wire`, which both sides import (this
+one never imports the judge): the reply can only hold tensors, numbers,
+strings and containers of them, so whatever the learner's code does in this
+process, the judge reads data, never code.
 
 The guards of :mod:`grader.guards` still watch each call (a forbidden routine,
 a patched function); they are a second line. The first is that nothing here
@@ -20,57 +20,21 @@ decides a grade.
 
 from __future__ import annotations
 
-import numbers
-from collections import OrderedDict
-from typing import Any
+import inspect
 
 import torch
 from torch import Tensor
 
+from . import wire
 from .cases import Case, tensors_of
 from .checker import call_learner
 from .compare import upstream_gradient
-from .diagnosis import _trace
 from .failures import ExerciseFailure, ForbiddenCall
 from .guards import ShapeWatch
-from .judge import OPAQUE, resolve
+from .learner import LocalLearner
 
 #: outputs kept for a later backward request, by handle: (output, the inputs that require grad)
 _GRAPHS: dict[int, tuple[Tensor, list[Tensor]]] = {}
-
-
-def _plain(value: Any, depth: int = 0) -> Any:
-    """The value as data the judge may load: tensors detached, containers rebuilt, anything else by its type's name."""
-    if depth > 20:
-        return {OPAQUE: "a structure nested too deeply"}
-    if isinstance(value, Tensor):
-        return value.detach()
-    if value is None or type(value) in (bool, int, float, complex, str, bytes):
-        return value
-    if isinstance(value, (torch.dtype, torch.device)):
-        return value
-    if isinstance(value, numbers.Number) and hasattr(value, "item"):  # a numpy scalar compares as the number it is
-        return value.item()
-    if type(value) in (list, tuple):
-        return type(value)(_plain(v, depth + 1) for v in value)
-    if type(value) is torch.Size:
-        return tuple(value)
-    if type(value) in (dict, OrderedDict):
-        return {_plain(k, depth + 1): _plain(v, depth + 1) for k, v in value.items()}
-    return {OPAQUE: type(value).__name__}
-
-
-def _state(value: Any) -> Any:
-    """An argument after the call, as the judge needs it to see in-place changes: tensors, module states, generators."""
-    if isinstance(value, Tensor):
-        return value.detach().clone()
-    if isinstance(value, torch.nn.Module):
-        return {k: v.detach().clone() for k, v in value.state_dict().items()}
-    if isinstance(value, torch.Generator):
-        return value.get_state()
-    if isinstance(value, (list, tuple)) and any(isinstance(v, (Tensor, torch.nn.Module)) for v in value):
-        return [_state(v) for v in value]
-    return None
 
 
 def _function(name: str):
@@ -85,8 +49,6 @@ def _function(name: str):
 
 def describe(name: str) -> dict:
     """What the judge needs to know of the learner's object before calling it."""
-    import inspect
-
     try:
         fn = _function(name)
     except ExerciseFailure as exc:
@@ -108,7 +70,7 @@ def call(name: str, case: Case, exercise: str, forbidden: list[str], allowed: li
     fn = _function(name)
     watcher = ShapeWatch(watch) if watch is not None else None
     try:
-        out = call_learner(fn, case, exercise, [resolve(f) for f in forbidden], [resolve(a) for a in allowed],
+        out = call_learner(LocalLearner(fn, name), case, exercise, _resolved(forbidden), _resolved(allowed),
                            watch=watcher)
     except ForbiddenCall as exc:
         return {"failure": str(exc), "forbidden": True}
@@ -116,7 +78,7 @@ def call(name: str, case: Case, exercise: str, forbidden: list[str], allowed: li
         return {"failure": str(exc)}
     values = list(case.args) + list(case.kwargs.values())
     same = next((i for i, v in enumerate(values) if out is v and not isinstance(v, (int, float, str, bool))), None)
-    reply = {"out": _plain(out), "same_as": same, "after": [_state(v) for v in values],
+    reply = {"out": wire.as_data(out), "same_as": same, "after": [wire.state_after(v) for v in values],
              "requires_grad": isinstance(out, Tensor) and out.requires_grad,
              "watched": bool(watcher and watcher.hit)}
     if reply["requires_grad"]:
@@ -158,9 +120,13 @@ def backward(handle: int, upstream: Tensor) -> dict:
 
 def trace(name: str, case: Case, labels: list[str], exercise: str, forbidden: list[str], allowed: list[str]) -> dict:
     """The inputs each handed-over module receives while the learner's function runs (for the first divergence)."""
-    fn = _function(name)
-    guard = dict(forbidden=[resolve(f) for f in forbidden], exercise=exercise, allowed=[resolve(a) for a in allowed])
-    return {"calls": [(label, None if t is None else t.detach()) for label, t in _trace(fn, case, labels, guard)]}
+    learner = LocalLearner(_function(name), name)
+    calls = learner.trace(case, labels, exercise, _resolved(forbidden), _resolved(allowed))
+    return {"calls": [(label, None if t is None else t.detach()) for label, t in calls]}
+
+
+def _resolved(names: list[str]) -> list:
+    return [wire.resolve(n) for n in names]
 
 
 def release() -> dict:
@@ -171,7 +137,7 @@ def release() -> dict:
 def serve(request_path: str, reply_path: str) -> None:
     """Answer one request of the judge: read it, run it, write the reply (errors included) for the judge to read."""
     try:
-        request = torch.load(request_path, weights_only=False)
+        request = wire.read_request(request_path)
         kind = request.pop("kind")
         handler = {"describe": describe, "call": call, "call_many": call_many, "backward": backward, "trace": trace,
                    "release": release}[kind]
@@ -180,4 +146,4 @@ def serve(request_path: str, reply_path: str) -> None:
         reply = {"failure": str(exc)}
     except BaseException as exc:  # noqa: BLE001 - whatever happened, the judge gets an answer
         reply = {"failure": f"the grader could not run your function: {type(exc).__name__}: {exc}"}
-    torch.save(reply, reply_path)
+    wire.write(reply_path, reply)

@@ -1,30 +1,41 @@
-"""The fence around a learner's notebook while ``make grade`` autogrades it.
+"""The fence around the grading kernel while ``make grade`` autogrades a notebook: the OS's, then Python's.
 
-nbgrader runs every submission in a kernel of its own. :func:`install` runs in
-that kernel before the learner's first cell (the autograder passes it as the
-kernel's startup code, see :mod:`grader.autograde`) and sets up
-what the learner's code cannot undo:
+nbgrader runs every submission in a kernel of its own. Two fences close it
+in, set from one description of what the kernel may see (:func:`fenced`,
+called by :class:`grader.autograde.GuardedExecute` for each notebook, which
+leaves it in the environment the kernel inherits, and keeps the grader's own
+secrets out of that environment):
 
-* a memory limit (``RLIMIT_AS``, soft and hard, so it cannot be raised again):
-  a cell that asks for too much gets a ``MemoryError`` / allocation error, not
-  the grading machine's swap;
-* an audit hook (:pep:`578`; Python offers no way to remove one) that refuses
+* **the OS fence**, bubblewrap (:func:`bwrap_arguments`): the kernel starts
+  in a read-only view of the system with no network, no other process in
+  sight, a fresh ``/tmp``, and the course's private folders and the home
+  folder's secrets out of view; only the submission's folder and the
+  kernel's connection folder are writable. Where bubblewrap cannot run
+  (``os_fence = "none"``) the Python fence stands alone, and grading says so.
 
-  - writing anywhere but the submission's own folder and the temporary folder,
-  - reading the instructor's files: the course folder is closed except the
-    submission itself, the virtual environment, the grader's kernel side and
-    the public ``exercises/`` and ``chapters/`` (so ``solutions/``, the
-    reference ``course_lib``, the grader's assignments, the gradebook and the
-    other students' work stay out of reach),
-  - starting processes, sending signals (but SIGINT to itself, how the
-    kernel answers an interrupt request), raising resource limits, and
-    loading native libraries from outside the Python installation (``ctypes``);
+* **the Python fence**, :func:`install`, which runs in the kernel before the
+  learner's first cell (the kernel's startup line, :data:`KERNEL_STARTUP`) and
+  sets up what the learner's code cannot undo:
 
-* a snapshot of the functions the checks rely on (``torch.allclose``,
-  ``numpy.allclose``, builtins, the grader's kernel-side modules, ...), taken by the grader's one tamper detector (:mod:`grader.guards`). Each test
-  cell starts with :data:`PROLOGUE`, which asks the hook, through
-  ``sys.audit``, to compare them with the snapshot: a test cell that runs after
-  the learner replaced one of them fails and says which.
+  - a memory limit (``RLIMIT_AS``, soft and hard, so it cannot be raised again):
+    a cell that asks for too much gets a ``MemoryError`` / allocation error, not
+    the grading machine's swap;
+  - an audit hook (:pep:`578`; Python offers no way to remove one) that refuses
+    writing anywhere but the submission's own folder and the temporary folder;
+    reading the instructor's files (the course folder is closed except the
+    submission itself, the virtual environment, the grader's kernel side and the
+    public ``exercises/`` and ``chapters/``, so ``solutions/``, the reference
+    ``course_lib``, the grader's assignments, the gradebook and the other
+    students' work stay out of reach); starting processes, sending signals (but
+    SIGINT to itself, how the kernel answers an interrupt request), raising
+    resource limits, and loading native libraries from outside the Python
+    installation (``ctypes``);
+  - a snapshot of the functions the checks rely on (``torch.allclose``,
+    ``numpy.allclose``, builtins, the grader's kernel-side modules, ...), taken by
+    the grader's one tamper detector (:mod:`grader.guards`). Each test cell starts
+    with :data:`PROLOGUE`, which asks the hook, through ``sys.audit``, to compare
+    them with the snapshot: a test cell that runs after the learner replaced one
+    of them fails and says which.
 
 The hook answers the prologue by filling the list it is handed; a learner who
 replaces ``sys.audit`` leaves it empty and the test cell fails as well.
@@ -32,12 +43,30 @@ replaces ``sys.audit`` leaves it empty and the test cell fails as well.
 
 from __future__ import annotations
 
-import glob
+import contextlib
 import importlib
+import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Iterator
 
 from .guards import first_change, take_snapshot
+
+#: the environment variable that hands the fence's settings to the kernel (JSON)
+ENV_VAR = "COURSE_GRADING_SANDBOX"
+#: the kernel's startup line: the Python fence, first thing
+KERNEL_STARTUP = "import grader.sandbox as _sandbox; _sandbox.install_from_env()"
+#: the OS fences the grader knows: bubblewrap, or none (the Python fence alone)
+OS_FENCES = ("bwrap", "none")
+#: secrets under the home folder the kernel must not see (hidden even where the home folder stays readable)
+HOME_SECRETS = (".pgpass", ".pg_service.conf", ".ssh", ".netrc", ".jupyter", ".local/share/jupyter/runtime", ".aws",
+                ".config/gcloud", ".docker", ".git-credentials", ".gnupg")
+#: the checkout the grader runs from (closed to the kernel like the course folder)
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 VERIFY_EVENT = "grader.verify"
 VERIFIED = "verified by the grading sandbox"
@@ -50,6 +79,135 @@ PROLOGUE = (
     "  # grading integrity check\n"
 )
 
+#: the grader's modules the kernel loads: the runner and what it needs (never the judge, the assignments
+#: or course_lib), and the registry the package itself imports (its assignments stay closed)
+KERNEL_MODULES = ("grader.failures", "grader.cases", "grader.compare", "grader.guards", "grader.wire",
+                  "grader.learner", "grader.diagnosis", "grader.checker", "grader.registry", "grader.runner")
+
+
+# --------------------------------------------------------------------------
+# One notebook's fence, from outside
+# --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Enclosure:
+    """What :func:`fenced` set up for one notebook's kernel."""
+
+    bwrap: list[str] | None  # bubblewrap's arguments, None without the OS fence
+    fence_dir: str | None  # the kernel's connection folder (Unix sockets), inside the OS fence's view
+    exchange: str  # the folder of the judge's requests and the kernel's replies
+
+
+def is_secret(name: str) -> bool:
+    """An environment variable the kernel must not inherit (a database URL, a password, a token...)."""
+    upper = name.upper()
+    return (upper in ("GRADEBOOK_URL", "DATABASE_URL", "JUPYTER_TOKEN") or upper.startswith("PG")
+            or any(w in upper for w in ("PASSWORD", "SECRET", "TOKEN", "CREDENTIAL", "API_KEY")))
+
+
+@contextlib.contextmanager
+def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dirs: list[str],
+           memory_mb: int | None, os_fence: str) -> Iterator[Enclosure]:
+    """Both fences' settings for the kernel of one submission, in the environment it inherits, secrets out of it.
+
+    Args:
+        workdir: the submission's folder (read and write).
+        course_root: the course folder; it and the grader's checkout are closed but for ``public_dirs``.
+        public_dirs: folders of the course that stay readable (``exercises``, ``.venv``...).
+        closed_dirs: folders closed even inside a readable one (the reference, the grader's assignments).
+        memory_mb: the kernel's address-space limit (None or 0: none).
+        os_fence: one of :data:`OS_FENCES`.
+    """
+    courses = sorted({course_root, CHECKOUT})
+    home = os.path.expanduser("~")
+    roots = courses + [os.path.join(home, p) for p in HOME_SECRETS]
+    settings = {
+        "workdir": os.path.abspath(workdir),
+        "private_roots": roots,
+        "public_roots": [os.path.join(r, d) for r in courses for d in public_dirs],
+        "memory_mb": memory_mb or None,
+        "closed_roots": [os.path.join(r, d) for r in courses for d in closed_dirs],
+    }
+    if os_fence not in OS_FENCES:
+        raise ValueError(f"GuardedExecute.os_fence = {os_fence!r} is not a fence the grader knows: "
+                         f"use one of {list(OS_FENCES)} (GRADER_OS_FENCE in the environment)")
+    bwrap = fence_dir = None
+    if os_fence == "bwrap":
+        why = bwrap_works()
+        if why:
+            raise RuntimeError(f"grading needs its OS fence and {why}: install bubblewrap (Debian: apt-get install "
+                               "bubblewrap), or grade with the Python fence alone: GRADER_OS_FENCE=none")
+        fence_dir = tempfile.mkdtemp(prefix="grader-kernel-")
+        settings["private_roots"] = settings["private_roots"] + [fence_dir]
+        bwrap = bwrap_arguments(hidden=roots, readable=settings["public_roots"], closed=settings["closed_roots"],
+                                writable=[settings["workdir"], fence_dir])
+    # the judge's requests and the kernel's replies: a folder the kernel can write (the fence's, or the
+    # temporary folder the Python fence leaves writable)
+    exchange = tempfile.mkdtemp(prefix="grader-exchange-", dir=fence_dir)
+    settings["exchange"] = exchange
+    os.environ[ENV_VAR] = json.dumps(settings)
+    # the kernel inherits this process's environment: no database URL or credential may reach it
+    secrets = {k: os.environ.pop(k) for k in list(os.environ) if is_secret(k)}
+    try:
+        yield Enclosure(bwrap, fence_dir, exchange)
+    finally:
+        os.environ.pop(ENV_VAR, None)
+        os.environ.update(secrets)
+        shutil.rmtree(exchange, ignore_errors=True)
+        if fence_dir:
+            shutil.rmtree(fence_dir, ignore_errors=True)
+
+
+def bwrap_arguments(*, hidden: list[str], readable: list[str], writable: list[str],
+                    closed: list[str] = ()) -> list[str]:
+    """bubblewrap's arguments for the grading kernel.
+
+    The whole system is mounted read-only, a fresh empty /tmp is the scratch
+    folder, every namespace is unshared (no network: only loopback inside, and
+    nothing listens there; no other process visible), and the kernel dies with
+    the grader. ``hidden`` folders (the course, the secrets in the home folder)
+    are replaced by empty ones, ``readable`` folders inside them are mounted
+    back read-only, and ``writable`` ones (the submission's folder, the
+    kernel's connection folder) read-write; ``closed`` folders inside a
+    readable one (the grader's assignments) are emptied again.
+    """
+    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-all",
+            "--die-with-parent", "--setenv", "TMPDIR", "/tmp", "--setenv", "IPYTHONDIR", "/tmp/ipython",
+            # the kernel sees bwrap as its parent: bwrap, not the kernel, watches the grader (--die-with-parent)
+            "--setenv", "JPY_PARENT_PID", "0"]
+    for path in hidden:
+        if os.path.isdir(path):
+            args += ["--tmpfs", path]
+        elif os.path.exists(path):
+            args += ["--ro-bind", "/dev/null", path]
+    for path in readable:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    for path in closed:
+        if os.path.isdir(path):
+            args += ["--tmpfs", path]
+    for path in writable:
+        args += ["--bind", path, path]
+    return args
+
+
+def bwrap_works() -> str | None:
+    """None when bubblewrap can fence a process here, else why not."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return "bubblewrap (the bwrap command) is not installed"
+    try:
+        done = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+                               "--die-with-parent", "true"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run: {exc}"
+    if done.returncode != 0:
+        return f"bwrap cannot create its namespaces here: {done.stderr.strip() or done.returncode}"
+    return None
+
+
+# --------------------------------------------------------------------------
+# The Python fence, inside the kernel
+# --------------------------------------------------------------------------
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _PATH_WRITE_EVENTS = {  # event -> positions of the path arguments it writes
     "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.link": (0, 1),
@@ -66,11 +224,6 @@ _REFUSED_EVENTS = {
     "resource.setrlimit": "changing resource limits", "resource.prlimit": "changing resource limits",
     "os.putenv": None, "os.unsetenv": None,  # allowed: harmless inside the kernel
 }
-
-
-#: the grader's modules the kernel loads: the runner and what it needs (never the assignments, never course_lib)
-KERNEL_MODULES = ("grader.failures", "grader.cases", "grader.compare", "grader.guards", "grader.diagnosis",
-                  "grader.judge", "grader.checker", "grader.runner")
 
 
 def _import_checked_packages() -> None:
@@ -117,8 +270,6 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
             (course_lib) and the grader's assignments (cases and mistakes).
         exchange: the folder of the judge's requests and the kernel's replies (read and write).
     """
-    import tempfile
-
     import numpy  # noqa: F401 - in the snapshot
     import torch  # noqa: F401 - loaded (with its native libraries) before the fence closes
     import torch.nn.functional  # noqa: F401
@@ -196,10 +347,8 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
     sys.addaudithook(hook)
 
 
-def install_from_env(variable: str = "COURSE_GRADING_SANDBOX") -> None:
-    """:func:`install` with the settings the autograder left in the environment (JSON)."""
-    import json
-
+def install_from_env(variable: str = ENV_VAR) -> None:
+    """:func:`install` with the settings :func:`fenced` left in the environment (JSON)."""
     settings = os.environ.get(variable)
     if not settings:
         raise RuntimeError(f"the grading sandbox has no settings: the environment variable {variable} is not set")

@@ -263,15 +263,16 @@ def _aliases(trees: list[ast.AST], imports: dict[str, tuple[str, bool]]) -> dict
 
 
 @dataclass
-class Exercise:
-    """An exercise as read here: its function's name, the cell it is graded in, its forbidden routines."""
+class GradedFunction:
+    """What the source reading needs of an exercise: its function's name, the cell it is graded in, its
+    forbidden routines."""
 
     name: str
     test_cell: int
     forbidden: Forbidden = Forbidden()
 
 
-def findings(cells: list[str | None], exercises: Iterable[Exercise]) -> dict[str, list[Finding]]:
+def findings(cells: list[str | None], exercises: Iterable[GradedFunction]) -> dict[str, list[Finding]]:
     """Per exercise, what in the submission's code touches it (an empty list for a clean exercise).
 
     ``cells``: the notebook's cells in order, ``None`` for those that are not
@@ -296,9 +297,10 @@ def findings(cells: list[str | None], exercises: Iterable[Exercise]) -> dict[str
                 reader.visit(stmt)
                 definitions.setdefault(stmt.name, []).append(part)
                 # what runs when the definition runs: decorators, default values, base classes
-                now = list(stmt.decorator_list) + (list(stmt.bases) + [k.value for k in stmt.keywords]
-                                                   if isinstance(stmt, ast.ClassDef)
-                                                   else list(stmt.args.defaults) + [d for d in stmt.args.kw_defaults if d])
+                if isinstance(stmt, ast.ClassDef):
+                    now = list(stmt.decorator_list) + list(stmt.bases) + [k.value for k in stmt.keywords]
+                else:
+                    now = list(stmt.decorator_list) + list(stmt.args.defaults) + [d for d in stmt.args.kw_defaults if d]
                 if isinstance(stmt, ast.ClassDef):  # a class body runs at once, methods excepted
                     now += [s for s in stmt.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
                 at_once = _Part(index)
@@ -352,6 +354,6 @@ def assignment_findings(cells: list[tuple[str | None, str | None]], assignment) 
     cell ``test_<name>``.
     """
     test_cells = {gid: i for i, (_, gid) in enumerate(cells) if gid}
-    exercises = [Exercise(ex.name, test_cells.get(f"test_{ex.name}", len(cells)), Forbidden.of(ex.forbidden))
+    exercises = [GradedFunction(ex.name, test_cells.get(f"test_{ex.name}", len(cells)), Forbidden.of(ex.forbidden))
                  for ex in assignment.exercises]
     return findings([source for source, _ in cells], exercises)

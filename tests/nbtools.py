@@ -1,15 +1,19 @@
-"""Helpers for tests that read assignment notebooks and run their cells in-process."""
+"""Helpers for tests that read assignment notebooks and run their cells in-process.
+
+Reading a notebook's cells is :mod:`grader.notebook`'s (re-exported here for the tests).
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
+from grader.notebook import HIDDEN, Cell, hidden_part, read_cells
+
+__all__ = ["HIDDEN", "ROOT", "Cell", "CellResult", "assignments", "hidden_part", "notebooks", "read_cells",
+           "run_cells", "solution_namespace"]
 
 ROOT = Path(__file__).resolve().parents[1]
-HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 
 
 def assignments() -> list[str]:
@@ -18,31 +22,6 @@ def assignments() -> list[str]:
 
 def notebooks(assignment: str, where: str = "solutions") -> list[Path]:
     return sorted((ROOT / where / assignment).glob("*.ipynb"))
-
-
-@dataclass
-class Cell:
-    kind: str
-    source: str
-    grade_id: str | None
-    solution: bool
-    grade: bool
-    points: float
-
-
-def read_cells(path: Path) -> list[Cell]:
-    nb = nbformat.read(path, as_version=4)
-    out = []
-    for c in nb.cells:
-        meta = c.metadata.get("nbgrader", {})
-        out.append(Cell(c.cell_type, c.source, meta.get("grade_id"), bool(meta.get("solution")),
-                        bool(meta.get("grade")), float(meta.get("points", 0) or 0)))
-    return out
-
-
-def hidden_part(source: str) -> str:
-    """The code between the hidden-test markers of a test cell ('' if none)."""
-    return "\n".join(m.group(1) for m in HIDDEN.finditer(source))
 
 
 @dataclass
@@ -91,6 +70,6 @@ def solution_namespace(cells: list[Cell]) -> dict:
     """The names a notebook defines: every code cell run in order except the test cells."""
     ns: dict = {"__name__": "__main__"}
     for i, cell in enumerate(cells):
-        if cell.kind == "code" and not (cell.grade and not cell.solution):
+        if cell.kind == "code" and not cell.is_test:
             exec(compile(cell.source, f"<cell {i}: {cell.grade_id}>", "exec"), ns)
     return ns

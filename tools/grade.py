@@ -258,12 +258,13 @@ def needs_grading(root: Path, assignment: str, student: str) -> bool:
 def notes_on(root: Path, assignment: str, student: str) -> list[str]:
     """What a grader should know about an autograded submission: deleted test cells, a dead kernel."""
     from grader.autograde import DELETED_MARK, KERNEL_DIED
+    from grader.notebook import grade_id
 
     notes = []
     for path in sorted((root / "autograded" / student / assignment).glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
-            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            gid = grade_id(cell)
             text = cell.source + "".join(str(o.get("ename", "")) for o in cell.get("outputs", []))
             if DELETED_MARK in cell.source:
                 notes.append(f"test cell {gid} was deleted (scored zero)")

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.slow
 
 def test_compare_hf_runs_and_reports_parity(capsys):
     main = runpy.run_path(str(ROOT / "benchmarks" / "compare_hf.py"))["main"]
-    main(["--models", "dinov2-s/14", "--repeats", "1", "--decode-tokens", "8", "--train", "--train-batch", "2", "--train-model", "vit-tiny-test"])
+    main(["--models", "dinov2-s/14", "--repeats", "1", "--decode-tokens", "8", "--train", "--train-batch", "2",
+          "--train-model", "vit-tiny-test"])
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("dinov2-s/14"))
     assert float(row.split()[-1]) < 1e-4, row  # same weights, same outputs

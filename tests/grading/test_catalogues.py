@@ -28,6 +28,10 @@ def catalogue(assignment: str) -> list[dict]:
     return runpy.run_path(str(path))["WRONG"]
 
 
+def right_catalogue(assignment: str) -> list[dict]:
+    return runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{assignment}.py")).get("RIGHT", [])
+
+
 def solution_cells(assignment: str):
     (nb,) = notebooks(assignment)  # one notebook per assignment for now
     return read_cells(nb)
@@ -107,13 +111,13 @@ def test_every_named_mistake_is_the_diagnosis_of_a_catalogue_entry(assignment):
 
 def right_entries():
     for a in assignments():
-        for i, entry in enumerate(runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{a}.py")).get("RIGHT", [])):
+        for i, entry in enumerate(right_catalogue(a)):
             yield pytest.param(a, entry, id=f"{a}:{entry['exercise']}:right{i}")
 
 
 @pytest.mark.parametrize("assignment", assignments())
 def test_every_exercise_has_a_right_implementation_written_differently(assignment):
-    right = {e["exercise"] for e in runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{assignment}.py")).get("RIGHT", [])}
+    right = {e["exercise"] for e in right_catalogue(assignment)}
     missing = [ex.name for ex in registry()[assignment].exercises if ex.name not in right]
     assert not missing, f"exercises without a differently written right implementation in RIGHT: {missing}"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.notebook import metadata
 from nbtools import ROOT, assignments
 
 
@@ -38,7 +39,7 @@ def fresh_release(tmp_path_factory):
 
 def cell_view(path: Path) -> list[tuple]:
     nb = nbformat.read(path, as_version=4)
-    return [(c.cell_type, c.source, dict(c.metadata.get("nbgrader", {}))) for c in nb.cells]
+    return [(c.cell_type, c.source, dict(metadata(c))) for c in nb.cells]
 
 
 @pytest.mark.parametrize("assignment", assignments())
@@ -69,4 +70,5 @@ def test_every_chapter_slug_is_used_consistently():
     for folder in ("chapters", "solutions", "exercises"):
         present = {p.name for p in (ROOT / folder).iterdir() if p.is_dir()}
         assert present <= slugs, f"{folder}/ has folders that are not chapter slugs: {present - slugs}"
-    assert {p.name for p in (ROOT / "solutions").iterdir() if p.is_dir()} == {p.name for p in (ROOT / "exercises").iterdir() if p.is_dir()}
+    folders = {where: {p.name for p in (ROOT / where).iterdir() if p.is_dir()} for where in ("solutions", "exercises")}
+    assert folders["solutions"] == folders["exercises"]

@@ -23,6 +23,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from grader.notebook import grade_id
 from nbtools import ROOT
 
 pytestmark = pytest.mark.slow
@@ -111,7 +112,7 @@ def _cheats(course: Path, port: int = 0) -> dict[str, dict[str, str]]:
 
 
 def _grade_ids(nb) -> list[str | None]:
-    return [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    return [grade_id(c) for c in nb.cells]
 
 
 @pytest.fixture(scope="module")
@@ -125,11 +126,11 @@ def graded(tmp_path_factory):
     for student, replace in {"honest": {}, **_cheats(course, port)}.items():
         nb = nbformat.read(solution, as_version=4)
         for cell in nb.cells:
-            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            gid = grade_id(cell)
             if gid in replace:
                 cell.source = replace[gid]
         if student == "deletes_a_test":
-            nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_causal_mask"]
+            nb.cells = [c for c in nb.cells if grade_id(c) != "test_causal_mask"]
         folder = course / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{NOTEBOOK}.ipynb")
@@ -150,7 +151,7 @@ def autograded(course: Path, student: str):
 
 
 def error_of(nb, grade_id: str) -> str:
-    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    (cell,) = [c for c in nb.cells if grade_id(c) == grade_id]
     return " ".join(f"{o.get('ename')}: {o.get('evalue')}" for o in cell.get("outputs", []) if o.output_type == "error")
 
 
@@ -219,7 +220,7 @@ def test_a_deleted_test_cell_scores_zero_and_is_named(graded):
 def test_the_kernel_gets_no_gradebook_credentials(graded):
     course, _, _ = graded
     nb = autograded(course, "reads_env")
-    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "causal_mask"]
+    (cell,) = [c for c in nb.cells if grade_id(c) == "causal_mask"]
     assert "postgresql://" not in str(cell.outputs) and "hunter2" not in str(cell.outputs)
     assert "no-url" in str(cell.outputs)
 
@@ -239,7 +240,8 @@ def test_exiting_does_not_stop_grading(graded):
 def test_killing_the_kernel_costs_that_exercise_and_grading_goes_on(graded):
     course, res, scores = graded
     assert scores["kills_its_kernel"]["test_causal_mask"] == 0
-    assert scores["kills_its_kernel"]["test_attention_scores"] == 2 and scores["kills_its_kernel"]["test_masked_softmax"] == 3
+    killed = scores["kills_its_kernel"]
+    assert killed["test_attention_scores"] == 2 and killed["test_masked_softmax"] == 3
     nb = autograded(course, "kills_its_kernel")
     assert "KernelDied" in error_of(nb, "causal_mask")
     # the cells after it ran, in a fresh kernel that got the earlier cells again: only causal_mask is missing there
@@ -275,7 +277,7 @@ def test_writing_outside_the_submission_folder_is_refused(graded):
 def test_the_instructors_files_cannot_be_read(graded, student):
     course, _, scores = graded
     nb = autograded(course, student)
-    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "causal_mask"]
+    (cell,) = [c for c in nb.cells if grade_id(c) == "causal_mask"]
     text = str(cell.outputs)
     assert "PermissionError" in text and "grading sandbox" in text
     assert "check_function" not in text and "SQLite" not in text
@@ -298,7 +300,7 @@ def test_the_kernel_runs_in_the_os_fence(graded):
     """bubblewrap around the kernel: the course's private folders are not there, no network, a read-only system."""
     course, _, scores = graded
     nb = autograded(course, "probes_the_fence")
-    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "causal_mask"]
+    (cell,) = [c for c in nb.cells if grade_id(c) == "causal_mask"]
     text = str(cell.outputs)
     assert "solutions visible: False" in text and "connected: False" in text and "read-only root: True" in text, text
     assert scores["probes_the_fence"]["test_causal_mask"] == 2

@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from grader.failures import ExerciseFailure
-from grader.judge import FileChannel, RemoteLearner, locate, resolve
+from grader.judge import FileChannel, RemoteLearner
 from grader.registry import assignments as registry
 from grader.registry import check
+from grader.wire import locate, resolve
 from nbtools import ROOT, assignments, read_cells
 
 pytestmark = pytest.mark.slow
@@ -83,12 +84,14 @@ def test_every_catalogue_entry_gets_the_same_verdict_from_outside_the_kernel(slu
             verdict = kernel.judge(slug, entry["exercise"])
             kernel.run(solutions[entry["exercise"]])  # the next entries see the reference's helpers again
             if "diagnosis" in entry and (verdict is None or entry["diagnosis"] not in verdict):
-                wrong.append(f"{entry['exercise']} / {entry['mistake']}: expected {entry['diagnosis']!r}, got {verdict!r}")
+                wrong.append(f"{entry['exercise']} / {entry['mistake']}: expected {entry['diagnosis']!r}, "
+                             f"got {verdict!r}")
             if "diagnosis" not in entry and verdict is not None:
                 wrong.append(f"{entry['exercise']} / {entry['how']}: a right implementation is rejected: {verdict}")
     finally:
         kernel.close()
-    assert not wrong, f"{len(wrong)} verdict(s) differ from the catalogue when judged from outside:\n" + "\n".join(wrong)
+    assert not wrong, (f"{len(wrong)} verdict(s) differ from the catalogue when judged from outside:\n"
+                       + "\n".join(wrong))
 
 
 def test_every_forbidden_routine_and_allowed_block_can_be_named_for_the_kernel():

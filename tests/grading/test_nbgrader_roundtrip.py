@@ -12,7 +12,6 @@ corrupt resubmission never costs a student their earlier grade.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import runpy
 import shutil
@@ -25,6 +24,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from grader.notebook import grade_id
 from nbtools import ROOT
 
 pytestmark = pytest.mark.slow
@@ -44,7 +44,7 @@ def run_grade(course: Path) -> subprocess.CompletedProcess:
 
 def with_solution_cell(nb_path: Path, grade_id: str, source: str) -> nbformat.NotebookNode:
     nb = nbformat.read(nb_path, as_version=4)
-    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    (cell,) = [c for c in nb.cells if grade_id(c) == grade_id]
     cell.source = source
     return nb
 
@@ -78,8 +78,9 @@ def course(tmp_path_factory):
     shutil.copytree(ROOT / "solutions", course / "solutions")
     # The release, as learners get it, generated here by real nbgrader.
     exe = Path(sys.executable).with_name("nbgrader")
+    env = dict(os.environ, PATH=f"{exe.parent}:{os.environ['PATH']}")
     res = subprocess.run([str(exe), "generate_assignment", ASSIGNMENT, "--log-level=ERROR"], cwd=course,
-                         capture_output=True, text=True, env=dict(os.environ, PATH=f"{exe.parent}:{os.environ['PATH']}"))
+                         capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
     release = course / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
@@ -89,7 +90,8 @@ def course(tmp_path_factory):
     submit(course, "alice", nbformat.read(solution, as_version=4))
     submit(course, "bob", nbformat.read(release, as_version=4))
     submit(course, "carol", with_solution_cell(solution, "causal_mask", first_wrong["source"]))
-    submit(course, "dave", with_solution_cell(solution, "causal_mask", "def causal_mask(n):\n    while True:\n        pass\n"))
+    endless = "def causal_mask(n):\n    while True:\n        pass\n"
+    submit(course, "dave", with_solution_cell(solution, "causal_mask", endless))
     submit(course, "erin", solution.read_text()[:700])  # cut off mid-file: not JSON
     first = run_grade(course)
     return course, first
@@ -122,7 +124,7 @@ def test_endless_loop_is_stopped_and_scores_zero_on_that_cell_only(course):
     assert scores["test_causal_mask"] == 0
     assert scores["test_attention_scores"] == 2 and scores["test_masked_softmax"] == 3
     autograded = nbformat.read(course / "autograded" / "dave" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
-    (cell,) = [c for c in autograded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_causal_mask"]
+    (cell,) = [c for c in autograded.cells if grade_id(c) == "test_causal_mask"]
     assert any(o.get("output_type") == "error" for o in cell.outputs), "the timed-out cell should record an error"
 
 

@@ -13,20 +13,15 @@ import runpy
 import nbformat
 import pytest
 
-from grader.registry import assignments as registry
-from grader.static import Exercise, Forbidden, assignment_findings, findings
 from grader.guards import FUSED_ATTENTION, SOFTMAX
+from grader.notebook import cells_of, learner_code
+from grader.registry import assignments as registry
+from grader.static import Forbidden, GradedFunction, assignment_findings, findings
 from nbtools import ROOT, assignments
 
 
 def _cells(nb, replace: dict[str, str] | None = None) -> list[tuple[str | None, str | None]]:
-    out = []
-    for c in nb.cells:
-        meta = c.metadata.get("nbgrader", {})
-        gid = meta.get("grade_id")
-        learner = c.cell_type == "code" and not (meta.get("grade") and not meta.get("solution"))
-        out.append(((replace or {}).get(gid, c.source) if learner else None, gid))
-    return out
+    return learner_code(cells_of(nb), replace)
 
 
 @pytest.mark.parametrize("slug", assignments())
@@ -47,7 +42,8 @@ ATTACKS = [
     ("imports sys", "    import sys\n    sys.setprofile(None)\n    return q\n"),
     ("imports from sys", "    from sys import setprofile\n    setprofile(None)\n    return q\n"),
     ("imports gc", "    import gc\n    return q\n"),
-    ("imports the reference", "    from course_lib.attention import attention_scores\n    return attention_scores(q, k)\n"),
+    ("imports the reference",
+     "    from course_lib.attention import attention_scores\n    return attention_scores(q, k)\n"),
     ("imports the grader", "    import grader.guards as g\n    g.first_change = lambda s: None\n    return q\n"),
     ("imports builtins", "    import builtins\n    return q\n"),
     ("imports operator", "    import operator\n    return operator.attrgetter('x')(q)\n"),
@@ -76,14 +72,15 @@ ATTACKS = [
     ("a private attribute", "    return q._base\n"),
     ("open", "    open('x', 'w').write('y')\n    return q\n"),
     ("fused attention", "    return torch.nn.functional.scaled_dot_product_attention(q, k, v)\n"),
-    ("fused attention by getattr", "    return getattr(torch.nn.functional, 'scaled_dot_product_attention')(q, k, v)\n"),
+    ("fused attention by getattr",
+     "    return getattr(torch.nn.functional, 'scaled_dot_product_attention')(q, k, v)\n"),
     ("softmax as a method", "    return q.softmax(-1)\n"),
     ("softmax imported by name", "    from torch import softmax\n    return softmax(q, -1)\n"),
 ]
 
 
 def _exercise():
-    return [Exercise("f", 2, Forbidden.of(SOFTMAX + FUSED_ATTENTION)), Exercise("g", 4, Forbidden.of(()))]
+    return [GradedFunction("f", 2, Forbidden.of(SOFTMAX + FUSED_ATTENTION)), GradedFunction("g", 4, Forbidden.of(()))]
 
 
 @pytest.mark.parametrize("what, body", ATTACKS, ids=[a[0] for a in ATTACKS])
@@ -100,7 +97,7 @@ def test_a_helper_reached_by_name_carries_its_findings_to_every_exercise_that_ca
              "def f(q, k, v):\n    return helper(q)\n", None,
              "def g(x):\n    return [helper][0](x)\n", None,
              "def h(x):\n    return x\n", None]
-    found = findings(cells, [Exercise("f", 3), Exercise("g", 5), Exercise("h", 7)])
+    found = findings(cells, [GradedFunction("f", 3), GradedFunction("g", 5), GradedFunction("h", 7)])
     assert found["f"] and found["g"] and not found["h"]
 
 
@@ -109,13 +106,14 @@ def test_top_level_patching_costs_every_later_exercise_and_no_earlier_one():
              "def f(x):\n    return x\n", None,
              "sys.setprofile(None)\ntorch.allclose = lambda *a, **k: True",
              "def g(x):\n    return x\n", None]
-    found = findings(cells, [Exercise("f", 2), Exercise("g", 5)])
-    assert not found["f"] and [f.what for f in found["g"]][:2] == ["uses sys", "assigns to an attribute of the module torch (allclose)"]
+    found = findings(cells, [GradedFunction("f", 2), GradedFunction("g", 5)])
+    assert not found["f"]
+    assert [f.what for f in found["g"]][:2] == ["uses sys", "assigns to an attribute of the module torch (allclose)"]
 
 
 def test_an_import_at_the_top_level_touches_nothing_by_itself():
     cells = ["import os\nimport torch", "def f(x):\n    return x.unfold(0, 2, 1)\n", None]
-    assert not findings(cells, [Exercise("f", 2, Forbidden.of((torch_unfold(),)))])["f"]
+    assert not findings(cells, [GradedFunction("f", 2, Forbidden.of((torch_unfold(),)))])["f"]
 
 
 def torch_unfold():

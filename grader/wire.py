@@ -1,0 +1,199 @@
+"""The wire format between the judge and the grading kernel: what travels, and how it is read back.
+
+Under ``make grade`` the judge (:mod:`grader.judge`, in the nbgrader process)
+and the kernel's side (:mod:`grader.runner`) talk through files in a folder
+both can see. Both import this module, and nothing else of each other.
+
+A request is a dict, ``{"kind": ..., **payload}``, written by the judge
+(:func:`write`) and read by the kernel (:func:`read_request`); the kernel
+runs :data:`SERVE` to answer it. The kinds and their payloads:
+
+* ``describe(name)``: is the learner's object callable, its type, its parameters;
+* ``call(name, case, exercise, forbidden, allowed, watch)``: one case, under the guards;
+* ``call_many(name, cases, exercise, forbidden, allowed, gradients)``: every case of a
+  comparison in one trip (and the gradient check's backward pass);
+* ``backward(handle, upstream)``: the gradients of a result kept in the kernel;
+* ``trace(name, case, labels, exercise, forbidden, allowed)``: the inputs of the handed-over modules;
+* ``release()``: forget the results kept for a backward pass.
+
+Routines and classes travel as names, ``"module:attr.attr"`` (:func:`locate`
+here, :func:`resolve` there). A reply is data only: the kernel turns what the
+learner's function returned into tensors, numbers, strings and containers of
+them (:func:`as_data`), naming anything else by its type (:data:`OPAQUE`),
+and the judge reads it with ``torch.load(weights_only=True)``
+(:func:`read_reply`), so whatever the learner's code does in its process, the
+judge reads data, never code. A reply with ``"failure"`` says why there is no
+result.
+"""
+
+from __future__ import annotations
+
+import importlib
+import numbers
+import os
+import pickle
+from collections import OrderedDict
+from typing import Any, Iterable
+
+import torch
+from torch import Tensor
+
+#: how large a reply from the kernel may be (a learner's output that fills the disk is refused, not read)
+MAX_REPLY_BYTES = 512 * 1024 * 1024
+#: the marker of a value the judge cannot read back (its type's name travels instead)
+OPAQUE = "__grader_opaque__"
+#: the line the judge runs in the kernel to have one request answered (``.format(ask=..., answer=...)``)
+SERVE = "import grader.runner as _grader_runner; _grader_runner.serve({ask!r}, {answer!r})"
+
+
+# --------------------------------------------------------------------------
+# Names of routines and classes
+# --------------------------------------------------------------------------
+def resolve(path: str) -> Any:
+    """The object at ``"module:attr.attr"`` (how the judge names forbidden routines and allowed classes)."""
+    module, _, qual = path.partition(":")
+    obj = importlib.import_module(module)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def locate(obj: Any) -> str:
+    """``"module:attr.attr"``, a path that names ``obj`` in a process without course_lib (a torch routine, a class)."""
+    names = []
+    mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if mod and qual:
+        names.append(f"{mod}:{qual}")
+    short = getattr(obj, "__name__", None)
+    if short:
+        names += [f"{m}:{short}" for m in ("torch", "torch.nn.functional", "torch.special", "torch.linalg",
+                                           "torch._C._nn", "torch.nn.init", "torch.autograd")]
+        names.append(f"torch:Tensor.{short}")
+    for name in names:
+        try:
+            if resolve(name) is obj:
+                return name
+        except (ImportError, AttributeError, ValueError):
+            continue
+    raise TypeError(f"the judge cannot name {obj!r} for the grading kernel (tried {names})")
+
+
+def name_forbidden(routines: Iterable[Any]) -> list[str]:
+    """The forbidden routines of a call, as the names that travel."""
+    return [locate(f) for f in routines]
+
+
+def name_allowed(blocks: Iterable[Any]) -> list[str]:
+    """The allowed building blocks of a call (a module stands for its class), as the names that travel."""
+    return [locate(type(a) if isinstance(a, torch.nn.Module) else a) for a in blocks]
+
+
+# --------------------------------------------------------------------------
+# The kernel's side: values as data
+# --------------------------------------------------------------------------
+def as_data(value: Any, depth: int = 0) -> Any:
+    """The value as data the judge may load: tensors detached, containers rebuilt, anything else by its type's name."""
+    if depth > 20:
+        return {OPAQUE: "a structure nested too deeply"}
+    if isinstance(value, Tensor):
+        return value.detach()
+    if value is None or type(value) in (bool, int, float, complex, str, bytes):
+        return value
+    if isinstance(value, (torch.dtype, torch.device)):
+        return value
+    if isinstance(value, numbers.Number) and hasattr(value, "item"):  # a numpy scalar compares as the number it is
+        return value.item()
+    if type(value) in (list, tuple):
+        return type(value)(as_data(v, depth + 1) for v in value)
+    if type(value) is torch.Size:
+        return tuple(value)
+    if type(value) in (dict, OrderedDict):
+        return {as_data(k, depth + 1): as_data(v, depth + 1) for k, v in value.items()}
+    return {OPAQUE: type(value).__name__}
+
+
+def state_after(value: Any) -> Any:
+    """An argument after the call, as the judge needs it to see in-place changes: tensors, module states, generators."""
+    if isinstance(value, Tensor):
+        return value.detach().clone()
+    if isinstance(value, torch.nn.Module):
+        return {k: v.detach().clone() for k, v in value.state_dict().items()}
+    if isinstance(value, torch.Generator):
+        return value.get_state()
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (Tensor, torch.nn.Module)) for v in value):
+        return [state_after(v) for v in value]
+    return None
+
+
+# --------------------------------------------------------------------------
+# The judge's side: data back to values
+# --------------------------------------------------------------------------
+class Opaque:
+    """A value the learner's function returned that the judge cannot read as data.
+
+    Its class is named as the learner's value's class was.
+    """
+
+    def __repr__(self) -> str:
+        return f"<a {type(self).__name__} object>"
+
+
+def restore(value: Any) -> Any:
+    """The learner's result as the judge compares it: :data:`OPAQUE` markers become :class:`Opaque` objects."""
+    if isinstance(value, dict) and set(value) == {OPAQUE}:
+        return type(str(value[OPAQUE]), (Opaque,), {})()
+    if type(value) in (list, tuple):
+        return type(value)(restore(v) for v in value)
+    if type(value) is dict:
+        return {k: restore(v) for k, v in value.items()}
+    return value
+
+
+def apply_after(value: Any, after: Any) -> None:
+    """Make the judge's copy of an argument what the kernel's became (the checker then sees any in-place change)."""
+    if after is None:
+        return
+    with torch.no_grad():
+        if isinstance(value, Tensor) and isinstance(after, Tensor):
+            if value.shape == after.shape and value.dtype == after.dtype:
+                if not torch.equal(value, after):
+                    value.copy_(after)
+            else:
+                value.data = after.clone()
+        elif isinstance(value, torch.nn.Module) and isinstance(after, dict):
+            value.load_state_dict(after, strict=False)
+        elif isinstance(value, torch.Generator) and isinstance(after, Tensor):
+            value.set_state(after)
+        elif isinstance(value, (list, tuple)) and isinstance(after, list):
+            for v, a in zip(value, after):
+                apply_after(v, a)
+
+
+# --------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------
+def write(path: str, message: dict) -> None:
+    """A request (the judge) or a reply (the kernel), as a file."""
+    torch.save(message, path)
+
+
+def read_request(path: str) -> dict:
+    """The judge's request (the kernel trusts the judge: cases hold modules and generators)."""
+    return torch.load(path, weights_only=False)
+
+
+def read_reply(path: str) -> dict:
+    """The kernel's reply as data (``weights_only``: tensors, numbers, strings, containers), or a failure."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return {"failure": "your function gave no answer (the kernel wrote no reply)"}
+    if size > MAX_REPLY_BYTES:
+        return {"failure": f"your function's result is {size / 2**20:.0f} MiB, over the grader's limit"}
+    try:
+        reply = torch.load(path, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError) as exc:
+        return {"failure": f"the grader could not read your function's result as data ({type(exc).__name__})"}
+    if not isinstance(reply, dict):
+        return {"failure": "the grader could not read your function's result as data"}
+    return reply
