@@ -5,20 +5,26 @@ A hidden test names its exercise and nothing else::
     from grader import check; check("02-attention", "attention_scores", attention_scores)
 
 and :func:`grader.registry.check` grades the learner's function against the
-reference in :mod:`course_lib` over many random cases. One module each for:
+reference in :mod:`course_lib` over many random cases. One module per concern:
 
 * :mod:`grader.registry`: exercises as data, the registry of every assignment;
-* :mod:`grader.assignments`: one module per assignment (cases, likely mistakes, its ``ASSIGNMENT``);
-* :mod:`grader.cases`: a case, and the conversions between dtypes;
+* :mod:`grader.assignments`: one module per assignment, named after its slug (cases, likely mistakes,
+  its ``ASSIGNMENT``);
+* :mod:`grader.cases`: a case, its conversions, and the building blocks of the case generators;
 * :mod:`grader.compare`: comparison and tolerance (derived from the reference's own rounding);
 * :mod:`grader.diagnosis`: named mistakes and the first diverging intermediate;
 * :mod:`grader.checker`: the checker that runs a learner's function on the cases;
+* :mod:`grader.learner`: the learner's function as the checker sees it, one interface wherever it runs;
 * :mod:`grader.guards`: forbidden routines, the reference out of bounds, the tamper detector;
-* :mod:`grader.sandbox`: the fence around the grading kernel;
-* :mod:`grader.judge`: the learner's function as a proxy in another process (the judge's side of ``make grade``);
+* :mod:`grader.failures`: what a hidden test raises;
+* :mod:`grader.judge`: the learner's function as a proxy into the grading kernel (the judge's side of ``make grade``);
+* :mod:`grader.wire`: what travels between the judge and the kernel, and how it is read back;
 * :mod:`grader.runner`: the kernel's side: runs the learner's function on the inputs the judge sends;
+* :mod:`grader.sandbox`: the fence around the grading kernel (bubblewrap outside, an audit hook inside);
+* :mod:`grader.kernel`: the fenced kernel as the autograder starts and drives it;
 * :mod:`grader.static`: what a submission's source shows, read by the judge before any of it runs;
-* :mod:`grader.autograde`: the nbgrader integration (imports nbgrader; loaded by ``nbgrader_config.py`` only).
+* :mod:`grader.notebook`: an nbgrader notebook's cells (solution and test cells, hidden tests, points);
+* :mod:`grader.autograde`: the nbgrader preprocessors (imports nbgrader; loaded by ``nbgrader_config.py`` only).
 
 Under ``make grade`` the hidden tests run in the nbgrader process, out of the
 learner's reach: the kernel only receives inputs and returns outputs, and
@@ -32,10 +38,10 @@ from __future__ import annotations
 
 from .cases import Case
 from .checker import check_function, check_table
+from .compare import same_value
 from .diagnosis import Mistake
 from .failures import ExerciseFailure, ForbiddenCall
 from .guards import FUSED_ATTENTION, LAYER_NORM, SOFTMAX, forbid_calls
-from .compare import same_value
 from .registry import Assignment, Comparison, Exercise, check, exercise
 
 __all__ = [

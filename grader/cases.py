@@ -1,7 +1,9 @@
-"""Cases: the calls a hidden test makes, and the conversions the comparison needs."""
+"""Cases: the calls a hidden test makes, the conversions the comparison needs, and the building blocks of the
+assignments' case generators (random values drawn from a seed, dtypes and their labels, stand-in modules)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass, field
 from typing import Callable
@@ -100,11 +102,39 @@ def tensors_of(case: Case) -> list[Tensor]:
 
 
 # --------------------------------------------------------------------------
-# Building blocks of cases that hand modules to the learner
+# Building blocks of the assignments' case generators
 # --------------------------------------------------------------------------
 def randint(g: torch.Generator, low: int, high: int) -> int:
     """One integer in [low, high) drawn from ``g``."""
     return int(torch.randint(low, high, (1,), generator=g))
+
+
+def randn(g: torch.Generator, shape: tuple, dtype: torch.dtype = torch.float64, scale: float = 1.0) -> Tensor:
+    """Normal values of ``shape`` drawn from ``g`` in float64, times ``scale``, then converted to ``dtype``
+    (so a case draws the same values whatever its dtype)."""
+    return (torch.randn(shape, generator=g, dtype=torch.float64) * scale).to(dtype)
+
+
+def alternating_dtype(i: int, period: int = 3) -> torch.dtype:
+    """The dtype of a family's ``i``-th case: float64 once every ``period`` cases (the first included), else float32."""
+    return torch.float64 if i % period == 0 else torch.float32
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """A dtype as a case's label names it: ``float32``, not ``torch.float32``."""
+    return str(dtype).replace("torch.", "")
+
+
+@contextlib.contextmanager
+def global_rng_from(g: torch.Generator):
+    """torch's global RNG seeded from ``g`` inside (for modules that initialize from it), restored after:
+    the cases depend on the seed alone."""
+    state = torch.random.get_rng_state()
+    torch.manual_seed(randint(g, 0, 2**31 - 1))
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)
 
 
 def frozen(module: torch.nn.Module) -> torch.nn.Module:
@@ -119,14 +149,11 @@ def stand_in_block(g: torch.Generator, n_tok: int, d: int, mlp_hidden: int) -> l
 
     ``attn`` stands in for attention: a dense map over all tokens' features
     (so a learner who applies it per token fails); the norms have affine
-    parameters far from 1 and 0, so a forgotten or swapped norm shows. The
-    global RNG is seeded from ``g`` and restored, so the cases depend on the
-    seed alone.
+    parameters far from 1 and 0, so a forgotten or swapped norm shows. Built
+    under :func:`global_rng_from`, so the cases depend on the seed alone.
     """
     nn = torch.nn
-    state = torch.random.get_rng_state()
-    torch.manual_seed(randint(g, 0, 2**31 - 1))
-    try:
+    with global_rng_from(g):
         attn = nn.Sequential(nn.Flatten(-2, -1), nn.Linear(n_tok * d, n_tok * d), nn.Tanh(),
                              nn.Unflatten(-1, (n_tok, d)))
         mlp = nn.Sequential(nn.Linear(d, mlp_hidden), nn.GELU(), nn.Linear(mlp_hidden, d))
@@ -139,7 +166,4 @@ def stand_in_block(g: torch.Generator, n_tok: int, d: int, mlp_hidden: int) -> l
             for norm in (norm1, norm2):
                 norm.weight.uniform_(0.3, 2.5)
                 norm.bias.normal_(0.0, 0.7)
-    finally:
-        torch.random.set_rng_state(state)
     return [frozen(m.double()) for m in (attn, mlp, norm1, norm2)]
-

@@ -14,7 +14,11 @@ import math
 import torch
 from torch import Tensor
 
-from grader import Case, Mistake
+from course_lib import attention as _reference
+from grader.cases import Case, LargeInputs, alternating_dtype, dtype_name, randint, randn
+from grader.diagnosis import Mistake
+from grader.guards import FUSED_ATTENTION, SOFTMAX
+from grader.registry import Assignment, Comparison, Exercise
 
 _BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
 
@@ -46,9 +50,9 @@ def mask_sizes(seed: int = 0, n: int = 12) -> list[Case]:
 
 
 def _qkv(g, batch, n_q, n_k, d_k, d_v, dtype, spread):
-    q = (torch.randn(batch + (n_q, d_k), generator=g, dtype=torch.float64) * spread).to(dtype)
-    k = (torch.randn(batch + (n_k, d_k), generator=g, dtype=torch.float64) * spread).to(dtype)
-    v = torch.randn(batch + (n_k, d_v), generator=g, dtype=torch.float64).to(dtype)
+    q = randn(g, batch + (n_q, d_k), dtype, spread)
+    k = randn(g, batch + (n_k, d_k), dtype, spread)
+    v = randn(g, batch + (n_k, d_v), dtype)
     return q, k, v
 
 
@@ -64,16 +68,16 @@ def attention_cases(seed: int = 0, n: int = 24, *, masks: bool = True, values: b
         n_q, n_k = (int(x) for x in torch.randint(1, 9, (2,), generator=g))
         if i % 5 == 0:
             n_k = n_q
-        d_k = [1, 3, 8, 16, 64][int(torch.randint(0, 5, (1,), generator=g))]
-        d_v = [2, 5, 8][int(torch.randint(0, 3, (1,), generator=g))]
-        dtype = torch.float64 if i % 3 == 0 else torch.float32
+        d_k = [1, 3, 8, 16, 64][randint(g, 0, 5)]
+        d_v = [2, 5, 8][randint(g, 0, 3)]
+        dtype = alternating_dtype(i)
         spread = 4.0 if i % 4 == 3 else 1.0
         q, k, v = _qkv(g, batch, n_q, n_k, d_k, d_v, dtype, spread)
         kind = kinds[i % len(kinds)]
         mask, mask_label = _random_mask(g, batch, n_q, n_k, kind)
         args = (q, k, v) if values else (q, k)
         label = f"batch {batch}, n_q={n_q}, n_k={n_k}, d_k={d_k}" + (f", d_v={d_v}" if values else "")
-        label += f", {str(dtype).replace('torch.', '')}"
+        label += f", {dtype_name(dtype)}"
         if masks:
             args = args + (mask,)
             label += f", {mask_label}"
@@ -94,11 +98,11 @@ def softmax_cases(seed: int = 0, n: int = 24) -> list[Case]:
     for i in range(n):
         batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
         n_q, n_k = (int(x) for x in torch.randint(1, 9, (2,), generator=g))
-        dtype = torch.float64 if i % 3 == 0 else torch.float32
+        dtype = alternating_dtype(i)
         spread = [1.0, 3.0, 1000.0][i % 3]
-        scores = (torch.randn(batch + (n_q, n_k), generator=g, dtype=torch.float64) * spread).to(dtype)
+        scores = randn(g, batch + (n_q, n_k), dtype, spread)
         mask, mask_label = _random_mask(g, batch, n_q, n_k, kinds[i % 4])
-        label = f"scores {tuple(scores.shape)} of spread {spread:g}, {str(dtype).replace('torch.', '')}, {mask_label}"
+        label = f"scores {tuple(scores.shape)} of spread {spread:g}, {dtype_name(dtype)}, {mask_label}"
         cases.append(Case((scores, mask), label=label))
     return cases
 
@@ -119,8 +123,10 @@ def _softmax(s, mask=None, dim=-1):
 
 SCORE_MISTAKES = [
     Mistake("the scores are not scaled: divide q @ k^T by sqrt(d_k).", lambda q, k: _scores(q, k, 1.0)),
-    Mistake("the scores are divided by d_k; divide by its square root, sqrt(d_k).", lambda q, k: _scores(q, k, 1.0 / q.shape[-1])),
-    Mistake("the scores are multiplied by sqrt(d_k); divide by it instead.", lambda q, k: _scores(q, k, math.sqrt(q.shape[-1]))),
+    Mistake("the scores are divided by d_k; divide by its square root, sqrt(d_k).",
+            lambda q, k: _scores(q, k, 1.0 / q.shape[-1])),
+    Mistake("the scores are multiplied by sqrt(d_k); divide by it instead.",
+            lambda q, k: _scores(q, k, math.sqrt(q.shape[-1]))),
     Mistake(
         "the result is (n_k, n_q): queries index the rows, so compute q @ k^T, not k @ q^T.",
         lambda q, k: _scores(k, q, 1.0 / math.sqrt(q.shape[-1])),
@@ -136,26 +142,32 @@ SOFTMAX_MISTAKES = [
         "the softmax normalizes over the queries (dim=-2); each query's weights over the keys (dim=-1) must sum to 1.",
         lambda s, m: _softmax(s, m, dim=-2),
     ),
-    Mistake("the mask is inverted: True means *may attend*, so keep entries where the mask is True.", lambda s, m: _softmax(s, None if m is None else ~m)),
+    Mistake("the mask is inverted: True means *may attend*, so keep entries where the mask is True.",
+            lambda s, m: _softmax(s, None if m is None else ~m)),
     Mistake("the mask is ignored: set masked scores to -inf before exponentiating.", lambda s, m: _softmax(s, None)),
     Mistake(
         "masked scores are set to 0 rather than -inf, so masked keys still get weight exp(0).",
         lambda s, m: _softmax(s if m is None else s.masked_fill(~m, 0.0)),
     ),
     Mistake(
-        "a row with no allowed key comes out uniform: it must be all zeros (fill with -inf, not a large negative number, and handle the empty row).",
+        "a row with no allowed key comes out uniform: it must be all zeros (fill with -inf, not a large negative "
+        "number, and handle the empty row).",
         lambda s, m: torch.softmax(s if m is None else s.masked_fill(~m, -1e9), -1),
     ),
     Mistake(
-        "masked weights are zeroed after normalizing, so the rows no longer sum to 1: renormalize over the allowed keys.",
+        "masked weights are zeroed after normalizing, so the rows no longer sum to 1: renormalize over the allowed "
+        "keys.",
         lambda s, m: torch.softmax(s, -1) * (1.0 if m is None else m),
     ),
 ]
 
 CAUSAL_MASK_MISTAKES = [
-    Mistake("off by one: a token may attend to itself, so the diagonal is True.", lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1)),
-    Mistake("the mask lets tokens see the future: keep the lower triangle (key j <= query i), not the upper.", lambda n: torch.ones(n, n, dtype=torch.bool).triu()),
-    Mistake("the mask is inverted: True must mean *may attend* (j <= i).", lambda n: ~torch.ones(n, n, dtype=torch.bool).tril()),
+    Mistake("off by one: a token may attend to itself, so the diagonal is True.",
+            lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1)),
+    Mistake("the mask lets tokens see the future: keep the lower triangle (key j <= query i), not the upper.",
+            lambda n: torch.ones(n, n, dtype=torch.bool).triu()),
+    Mistake("the mask is inverted: True must mean *may attend* (j <= i).",
+            lambda n: ~torch.ones(n, n, dtype=torch.bool).tril()),
     Mistake("off by one: key i+1 is in the future of query i.", lambda n: torch.ones(n, n, dtype=torch.bool).tril(1)),
 ]
 
@@ -169,16 +181,22 @@ def _attention(q, k, v, mask=None, scale=None, dim=-1, invert=False):
 
 ATTENTION_MISTAKES = [
     Mistake("the scores are not scaled by 1/sqrt(d_k).", lambda q, k, v, m=None: _attention(q, k, v, m, scale=1.0)),
-    Mistake("the scale uses d_v (the values' width); it is 1/sqrt(d_k), the width of queries and keys.", lambda q, k, v, m=None: _attention(q, k, v, m, scale=1.0 / math.sqrt(v.shape[-1]))),
-    Mistake("the scores are divided by d_k instead of sqrt(d_k).", lambda q, k, v, m=None: _attention(q, k, v, m, scale=1.0 / q.shape[-1])),
-    Mistake("the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1).", lambda q, k, v, m=None: _attention(q, k, v, m, dim=-2)),
-    Mistake("the mask is inverted: True means *may attend*.", lambda q, k, v, m=None: _attention(q, k, v, m, invert=True)),
+    Mistake("the scale uses d_v (the values' width); it is 1/sqrt(d_k), the width of queries and keys.",
+            lambda q, k, v, m=None: _attention(q, k, v, m, scale=1.0 / math.sqrt(v.shape[-1]))),
+    Mistake("the scores are divided by d_k instead of sqrt(d_k).",
+            lambda q, k, v, m=None: _attention(q, k, v, m, scale=1.0 / q.shape[-1])),
+    Mistake("the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1).",
+            lambda q, k, v, m=None: _attention(q, k, v, m, dim=-2)),
+    Mistake("the mask is inverted: True means *may attend*.",
+            lambda q, k, v, m=None: _attention(q, k, v, m, invert=True)),
     Mistake("the mask is ignored.", lambda q, k, v, m=None: _attention(q, k, v, None)),
     Mistake(
         "the weights are transposed: row i of the weights belongs to query i, so compute weights @ v.",
         lambda q, k, v, m=None: _softmax(_scores(q, k, 1.0 / math.sqrt(q.shape[-1])), m).transpose(-2, -1) @ v,
     ),
-    Mistake("the scores are not normalized: apply the softmax before weighting the values.", lambda q, k, v, m=None: (_scores(q, k, 1.0 / math.sqrt(q.shape[-1])).masked_fill(~m, 0.0) if m is not None else _scores(q, k, 1.0 / math.sqrt(q.shape[-1]))) @ v),
+    Mistake("the scores are not normalized: apply the softmax before weighting the values.",
+            lambda q, k, v, m=None: (_scores(q, k, 1.0 / math.sqrt(q.shape[-1])).masked_fill(~m, 0.0) if m is not None
+                                     else _scores(q, k, 1.0 / math.sqrt(q.shape[-1]))) @ v),
 ]
 
 
@@ -192,11 +210,6 @@ def softmax_through_logsumexp(scores: Tensor, mask: Tensor | None = None) -> Ten
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 02-attention run
 # --------------------------------------------------------------------------
-from course_lib import attention as _reference  # noqa: E402
-from grader.guards import FUSED_ATTENTION, SOFTMAX  # noqa: E402
-from grader.cases import LargeInputs  # noqa: E402
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("02-attention", "attention.ipynb", (
     Exercise("attention_scores", 2, (
         Comparison(_reference.attention_scores, score_cases, seed=21, mistakes=SCORE_MISTAKES,

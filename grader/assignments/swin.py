@@ -16,24 +16,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib import swin as S
-from grader.cases import frozen
-from grader import Case, ExerciseFailure, Mistake
+from course_lib import swin as _reference
+from grader.cases import Case, alternating_dtype, dtype_name, frozen, randint, randn
 from grader.checker import call_learner
+from grader.diagnosis import Mistake
+from grader.failures import ExerciseFailure
+from grader.guards import FUSED_ATTENTION
+from grader.registry import Assignment, Comparison, Exercise
 
 __all__ = [
     "partition_cases", "reverse_cases", "mask_cases", "index_cases", "merging_cases", "cosine_cases",
-    "patch_merging_reference", "check_mask_is_finite", "PARTITION_MISTAKES", "REVERSE_MISTAKES", "MASK_MISTAKES", "INDEX_MISTAKES",
-    "MERGING_MISTAKES", "COSINE_MISTAKES",
+    "patch_merging_reference", "check_mask_is_finite", "PARTITION_MISTAKES", "REVERSE_MISTAKES", "MASK_MISTAKES",
+    "INDEX_MISTAKES", "MERGING_MISTAKES", "COSINE_MISTAKES",
 ]
 
 
-def _dtype(i: int) -> torch.dtype:
-    return torch.float64 if i % 3 == 0 else torch.float32
-
-
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def _maps(g: torch.Generator, n: int) -> list[tuple[int, int, int, int]]:
@@ -42,7 +39,7 @@ def _maps(g: torch.Generator, n: int) -> list[tuple[int, int, int, int]]:
     out = list(fixed)
     while len(out) < n:
         b, nh, nw = (int(x) for x in torch.randint(1, 4, (3,), generator=g))
-        ws = int(torch.randint(1, 7, (1,), generator=g))
+        ws = randint(g, 1, 7)
         out.append((b, nh, nw, ws))
     return out[:n]
 
@@ -55,9 +52,9 @@ def partition_cases(seed: int = 0, n: int = 20) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i, (b, nh, nw, ws) in enumerate(_maps(g, n)):
-        c = int(torch.randint(1, 6, (1,), generator=g))
-        x = torch.randn(b, nh * ws, nw * ws, c, generator=g, dtype=torch.float64).to(_dtype(i))
-        cases.append(Case((x, ws), label=f"x of shape {tuple(x.shape)}, ws={ws}, {_name(x.dtype)}"))
+        c = randint(g, 1, 6)
+        x = randn(g, (b, nh * ws, nw * ws, c), alternating_dtype(i))
+        cases.append(Case((x, ws), label=f"x of shape {tuple(x.shape)}, ws={ws}, {dtype_name(x.dtype)}"))
     return cases
 
 
@@ -70,7 +67,7 @@ def reverse_cases(seed: int = 0, n: int = 20) -> list[Case]:
         windows = torch.randn(b * (h // ws) * (w // ws), ws * ws, c, dtype=x.dtype,
                               generator=torch.Generator().manual_seed(seed + h * 31 + w))
         cases.append(Case((windows, ws, h, w), label=f"windows {tuple(windows.shape)}, ws={ws}, h={h}, w={w}, "
-                                                       f"{_name(x.dtype)}"))
+                                                       f"{dtype_name(x.dtype)}"))
     return cases
 
 
@@ -81,7 +78,7 @@ def _grid(x: Tensor, ws: int) -> Tensor:
 
 PARTITION_MISTAKES = [
     Mistake("the result is 4-D: flatten the batch and the windows into one leading axis, (B * nW, ws*ws, C).",
-            lambda x, ws: S.window_partition(x, ws).reshape(x.shape[0], -1, ws * ws, x.shape[-1])),
+            lambda x, ws: _reference.window_partition(x, ws).reshape(x.shape[0], -1, ws * ws, x.shape[-1])),
     Mistake("a window is not a ws x ws square: after view(B, H/ws, ws, W/ws, ws, C) swap the two middle axes "
             "(the window-column index and the row inside the window) before flattening.",
             lambda x, ws: _grid(x, ws).reshape(-1, ws * ws, x.shape[-1])),
@@ -127,15 +124,15 @@ def mask_cases(seed: int = 0, n: int = 16) -> list[Case]:
     fixed = [(4, 4, 2, 1), (8, 8, 4, 2), (6, 9, 3, 1), (12, 8, 4, 2), (7, 7, 7, 3), (10, 5, 5, 4), (6, 4, 2, 1)]
     out = list(fixed)
     while len(out) < n:
-        ws = int(torch.randint(2, 6, (1,), generator=g))
+        ws = randint(g, 2, 6)
         nh, nw = (int(x) for x in torch.randint(1, 4, (2,), generator=g))
-        shift = ws // 2 if len(out) % 2 else int(torch.randint(1, ws, (1,), generator=g))
+        shift = ws // 2 if len(out) % 2 else randint(g, 1, ws)
         out.append((nh * ws, nw * ws, ws, shift))
     return [Case(a, label=f"h={a[0]}, w={a[1]}, ws={a[2]}, shift={a[3]}") for a in out[:n]]
 
 
-def _mask_from_labels(label: Tensor, ws: int, value: float = S.MASK_VALUE, same: bool = False) -> Tensor:
-    lab = S.window_partition(label[None, :, :, None].double(), ws).squeeze(-1)
+def _mask_from_labels(label: Tensor, ws: int, value: float = _reference.MASK_VALUE, same: bool = False) -> Tensor:
+    lab = _reference.window_partition(label[None, :, :, None].double(), ws).squeeze(-1)
     differ = lab[:, None, :] != lab[:, :, None]
     if same:
         differ = ~differ
@@ -162,7 +159,8 @@ MASK_MISTAKES = [
     Mistake("the cut between the first two regions is at n - 2*shift instead of n - ws.",
             lambda h, w, ws, s: _mask_from_labels(_labels(h, w, ws, s, lambda n, ws, s: (n - 2 * s, n - s)), ws)),
     Mistake("the labels of the two axes collide (row_region + col_region): use 3 * row_region + col_region.",
-            lambda h, w, ws, s: _mask_from_labels(_regions(h, ws, s, _RIGHT)[:, None] + _regions(w, ws, s, _RIGHT)[None, :], ws)),
+            lambda h, w, ws, s: _mask_from_labels(
+                _regions(h, ws, s, _RIGHT)[:, None] + _regions(w, ws, s, _RIGHT)[None, :], ws)),
     Mistake("height and width are swapped.",
             lambda h, w, ws, s: _mask_from_labels(_labels(w, h, ws, s, _RIGHT), ws)),
 ]
@@ -202,7 +200,7 @@ INDEX_MISTAKES = [
     Mistake("the row offset is multiplied by 2*ws; each dy row of the table holds 2*ws - 1 values of dx.",
             lambda ws: (_rel(ws)[0] + ws - 1) * 2 * ws + _rel(ws)[1] + ws - 1),
     Mistake("the offsets are pos_j - pos_i; entry [i, j] uses pos_i - pos_j (the matrix is transposed).",
-            lambda ws: S.relative_position_index(ws).T.contiguous()),
+            lambda ws: _reference.relative_position_index(ws).T.contiguous()),
     Mistake("dy and dx are swapped: the row offset (dy, from the first coordinate) is the one multiplied by 2*ws - 1.",
             lambda ws: (_rel(ws)[1] + ws - 1) * (2 * ws - 1) + _rel(ws)[0] + ws - 1),
     Mistake("the offsets are shifted by ws; shift them by ws - 1, so that the smallest, -(ws - 1), becomes 0.",
@@ -217,7 +215,7 @@ INDEX_MISTAKES = [
 # --------------------------------------------------------------------------
 def patch_merging_reference(x: Tensor, h: int, w: int, norm: nn.Module, reduction: nn.Module) -> Tensor:
     """Swin V1 patch merging: ``reduction(norm(merge_2x2(x)))``, ``(B, H*W, C) -> (B, ceil(H/2)*ceil(W/2), 2C)``."""
-    return reduction(norm(S.merge_2x2(x, (h, w))[0]))
+    return reduction(norm(_reference.merge_2x2(x, (h, w))[0]))
 
 
 def merging_cases(seed: int = 0, n: int = 16) -> list[Case]:
@@ -226,21 +224,21 @@ def merging_cases(seed: int = 0, n: int = 16) -> list[Case]:
     fixed = [(2, 4, 6, 3), (1, 3, 5, 2), (1, 2, 2, 1), (2, 5, 5, 4), (1, 1, 1, 2), (1, 6, 3, 3)]
     sizes = list(fixed)
     while len(sizes) < n:
-        b = int(torch.randint(1, 3, (1,), generator=g))
+        b = randint(g, 1, 3)
         h, w = (int(x) for x in torch.randint(1, 9, (2,), generator=g))
-        c = int(torch.randint(1, 7, (1,), generator=g))
+        c = randint(g, 1, 7)
         sizes.append((b, h, w, c))
     cases = []
     for i, (b, h, w, c) in enumerate(sizes[:n]):
-        dtype = _dtype(i)
-        x = torch.randn(b, h * w, c, generator=g, dtype=torch.float64).to(dtype)
+        dtype = alternating_dtype(i)
+        x = randn(g, (b, h * w, c), dtype)
         norm, reduction = nn.LayerNorm(4 * c), nn.Linear(4 * c, 2 * c, bias=False)
         with torch.no_grad():
             norm.weight.copy_(1 + 0.5 * torch.randn(4 * c, generator=g))
             norm.bias.copy_(0.5 * torch.randn(4 * c, generator=g))
             reduction.weight.copy_(torch.randn(2 * c, 4 * c, generator=g) / math.sqrt(4 * c))
         cases.append(Case((x, h, w, frozen(norm.to(dtype)), frozen(reduction.to(dtype))),
-                          label=f"x {tuple(x.shape)} with h={h}, w={w}, C={c}, {_name(dtype)}"))
+                          label=f"x {tuple(x.shape)} with h={h}, w={w}, C={c}, {dtype_name(dtype)}"))
     return cases
 
 
@@ -275,7 +273,8 @@ MERGING_MISTAKES = [
             lambda x, h, w, n, r: _merge(x, h, w, n, r, pad_mode="top-left")),
     Mistake("an odd side is padded by repeating the last row (column); pad with zeros.",
             lambda x, h, w, n, r: _merge(x, h, w, n, r, pad_mode="replicate")),
-    Mistake("the same neighbour is taken four times: the four slices start at rows/columns (0, 0), (1, 0), (0, 1), (1, 1).",
+    Mistake("the same neighbour is taken four times: the four slices start at rows/columns (0, 0), (1, 0), (0, 1), "
+            "(1, 1).",
             lambda x, h, w, n, r: _merge(x, h, w, n, r, order=((0, 0), (0, 0), (0, 0), (0, 0)))),
 ]
 
@@ -289,19 +288,19 @@ def cosine_cases(seed: int = 0, n: int = 20) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        dtype = _dtype(i)
-        b = int(torch.randint(1, 4, (1,), generator=g))
-        heads = int(torch.randint(1, 4, (1,), generator=g))
+        dtype = alternating_dtype(i)
+        b = randint(g, 1, 4)
+        heads = randint(g, 1, 4)
         tokens = [1, 4, 9, 6, 16][i % 5]
         # d >= 2: the cosine of 1-d vectors is their sign, and its gradient, zero in theory, is rounding noise
         # amplified by 1/|q| that no implementation controls.
-        d = int(torch.randint(2, 9, (1,), generator=g))
+        d = randint(g, 2, 9)
         spread = [1.0, 5.0, 0.2][i % 3]
-        q, k = (torch.randn(b, heads, tokens, d, generator=g, dtype=torch.float64) * spread for _ in range(2))
+        q, k = (randn(g, (b, heads, tokens, d), scale=spread) for _ in range(2))
         if i % 5 in (2, 3):  # nearly parallel vectors: cosines close to 1, where the temperature matters most
-            direction = torch.randn(d, generator=g, dtype=torch.float64)
+            direction = randn(g, (d,))
             q, k = direction + 0.1 * q / spread, direction + 0.1 * k / spread
-        v = torch.randn(b, heads, tokens, d + 1, generator=g, dtype=torch.float64)
+        v = randn(g, (b, heads, tokens, d + 1))
         logit_scale = torch.empty(heads, 1, 1, dtype=torch.float64).uniform_(-1.0, 6.0, generator=g)
         if i % 4 == 1:
             logit_scale[0] = math.log(10.0)  # Hugging Face's initial value
@@ -310,21 +309,22 @@ def cosine_cases(seed: int = 0, n: int = 20) -> list[Case]:
         kind = ["none", "position", "position+mask", "position"][i % 4]
         bias, blabel = None, "no bias"
         if kind != "none":
-            bias = 16 * torch.sigmoid(torch.randn(1, heads, tokens, tokens, generator=g, dtype=torch.float64))
+            bias = 16 * torch.sigmoid(randn(g, (1, heads, tokens, tokens)))
             blabel = "a position bias (1, heads, N, N)"
             if kind == "position+mask":
                 mask = torch.where(torch.rand(b, 1, tokens, tokens, generator=g) < 0.3, -100.0, 0.0).double()
                 bias, blabel = bias + mask, "a position bias plus a -100 shift mask (B, heads, N, N)"
         args = tuple(t.to(dtype) for t in (q, k, v, logit_scale)) + (None if bias is None else bias.to(dtype),)
-        label = (f"q, k {tuple(q.shape)}, v {tuple(v.shape)}, logit_scale {[round(float(s), 2) for s in logit_scale.flatten()]}, "
-                 f"{blabel}, {_name(dtype)}")
+        scales = [round(float(s), 2) for s in logit_scale.flatten()]
+        label = (f"q, k {tuple(q.shape)}, v {tuple(v.shape)}, logit_scale {scales}, "
+                 f"{blabel}, {dtype_name(dtype)}")
         cases.append(Case(args, label=label))
     return cases
 
 
 def _cos(q, k, v, s, bias, *, tau=None, normalize=True, dim=-1, extra=1.0, use_bias=True, softmax_dim=-1,
          scaled_bias=False):
-    tau = s.clamp(max=S.LOGIT_SCALE_MAX).exp() if tau is None else tau
+    tau = s.clamp(max=_reference.LOGIT_SCALE_MAX).exp() if tau is None else tau
     if normalize:
         q, k = F.normalize(q, dim=dim), F.normalize(k, dim=dim)
     scores = q @ k.transpose(-2, -1) * tau * extra
@@ -336,10 +336,11 @@ def _cos(q, k, v, s, bias, *, tau=None, normalize=True, dim=-1, extra=1.0, use_b
 COSINE_MISTAKES = [
     Mistake("the temperature is not clamped: tau = exp(min(logit_scale, log 100)), at most 100.",
             lambda q, k, v, s, b: _cos(q, k, v, s, b, tau=s.exp())),
-    Mistake("the clamp is applied to tau at log(100) (about 4.6); clamp the *log*-scale at log(100), then exponentiate.",
-            lambda q, k, v, s, b: _cos(q, k, v, s, b, tau=s.exp().clamp(max=S.LOGIT_SCALE_MAX))),
+    Mistake("the clamp is applied to tau at log(100) (about 4.6); clamp the *log*-scale at log(100), then "
+            "exponentiate.",
+            lambda q, k, v, s, b: _cos(q, k, v, s, b, tau=s.exp().clamp(max=_reference.LOGIT_SCALE_MAX))),
     Mistake("logit_scale is used as the temperature itself; it is a log: tau = exp(min(logit_scale, log 100)).",
-            lambda q, k, v, s, b: _cos(q, k, v, s, b, tau=s.clamp(max=S.LOGIT_SCALE_MAX))),
+            lambda q, k, v, s, b: _cos(q, k, v, s, b, tau=s.clamp(max=_reference.LOGIT_SCALE_MAX))),
     Mistake("the cosine scores are also divided by sqrt(d); cosine attention replaces that scale by tau.",
             lambda q, k, v, s, b: _cos(q, k, v, s, b, extra=1.0 / math.sqrt(q.shape[-1]))),
     Mistake("queries and keys are not L2-normalized: the score is the cosine, q.k / (|q| |k|), times tau.",
@@ -358,10 +359,6 @@ COSINE_MISTAKES = [
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 11-swin run
 # --------------------------------------------------------------------------
-from course_lib import swin as _reference  # noqa: E402
-from grader.guards import FUSED_ATTENTION  # noqa: E402
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("11-swin", "swin.ipynb", (
     Exercise("window_partition", 2, (
         Comparison(_reference.window_partition, partition_cases, seed=111, mistakes=PARTITION_MISTAKES,

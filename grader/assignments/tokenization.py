@@ -20,6 +20,7 @@ result matches.
 
 from __future__ import annotations
 
+import functools
 import random
 
 import torch
@@ -27,7 +28,9 @@ from torch import Tensor
 
 from course_lib import positional as _P
 from course_lib import tokenizer as _T
-from grader import Case, Mistake
+from grader.cases import Case
+from grader.diagnosis import Mistake
+from grader.registry import Assignment, Comparison, Exercise
 
 # --------------------------------------------------------------------------
 # References with the exercises' signatures
@@ -278,14 +281,19 @@ PAIR_MISTAKES = [
 ]
 
 
-def _merge_overlapping(ids, pair, new_id):
+def _merge_scan(ids, pair, new_id, *, step=2, stop_before_last=False, either_order=False):
+    """``merge`` as a left-to-right scan, with one of its likely slips: ``step=1`` after a match (occurrences
+    overlap), ``stop_before_last`` (the loop ends one id early), ``either_order`` (the reversed pair matches)."""
+    pairs = (tuple(pair), tuple(pair)[::-1]) if either_order else (tuple(pair),)
+    end = len(ids) - 1 if stop_before_last else len(ids)
     out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+    while i < end:
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in pairs:
             out.append(new_id)
+            i += step
         else:
             out.append(ids[i])
-        i += 1
+            i += 1
     return out
 
 
@@ -301,39 +309,17 @@ def _merge_right_to_left(ids, pair, new_id):
     return flipped[::-1]
 
 
-def _merge_drops_last(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids) - 1:
-        if (ids[i], ids[i + 1]) == tuple(pair):
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def _merge_either_order(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in (tuple(pair), tuple(pair)[::-1]):
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
 MERGE_MISTAKES = [
     Mistake("occurrences overlap: after replacing a pair, skip *both* of its ids (i += 2), "
-            "so merge([5, 5, 5], (5, 5), 9) is [9, 5].", _merge_overlapping),
-    Mistake("only the first occurrence is replaced; replace every occurrence, scanning left to right.", _merge_first_only),
+            "so merge([5, 5, 5], (5, 5), 9) is [9, 5].", functools.partial(_merge_scan, step=1)),
+    Mistake("only the first occurrence is replaced; replace every occurrence, scanning left to right.",
+            _merge_first_only),
     Mistake("the scan runs right to left; scan from the left, so merge([5, 5, 5], (5, 5), 9) is [9, 5], not [5, 9].",
             _merge_right_to_left),
     Mistake("the last id is lost when it is not part of a pair: the loop must run to the very end of the list.",
-            _merge_drops_last),
-    Mistake("the pair is matched in both orders; (a, b) and (b, a) are different pairs.", _merge_either_order),
+            functools.partial(_merge_scan, stop_before_last=True)),
+    Mistake("the pair is matched in both orders; (a, b) and (b, a) are different pairs.",
+            functools.partial(_merge_scan, either_order=True)),
 ]
 
 
@@ -364,12 +350,14 @@ TRAIN_MISTAKES = [
             lambda ids, n: _train(ids, n, first_id=257)),
     Mistake("the new ids are off by one: the first merge creates id 256, not 255.",
             lambda ids, n: _train(ids, n, first_id=255)),
-    Mistake("training goes on with pairs seen only once; stop as soon as the most frequent pair occurs fewer than 2 times.",
+    Mistake("training goes on with pairs seen only once; stop as soon as the most frequent pair occurs fewer than 2 "
+            "times.",
             lambda ids, n: _train(ids, n, threshold=1)),
     Mistake("one merge too few: learn n_merges merges (range(n_merges)).", lambda ids, n: _train(ids, max(n - 1, 0))),
     Mistake("training stops too early: a pair seen exactly twice is still merged (stop only below 2).",
             lambda ids, n: _train(ids, n, threshold=3)),
-    Mistake("the pairs are counted only once; recount after every merge (merged ids form new pairs).", _train_count_once),
+    Mistake("the pairs are counted only once; recount after every merge (merged ids form new pairs).",
+            _train_count_once),
     Mistake("ties go to the pair seen first; use the same rule as most_frequent_pair (the smallest pair).",
             lambda ids, n: _train(ids, n, tie=lambda c: max(c, key=c.get))),
     Mistake("return the pairs (a, b) only, in order; the new id of pair k is implied (256 + k).",
@@ -407,9 +395,11 @@ ENCODE_MISTAKES = [
             lambda text, merges: _T.apply_merges(list(text.encode("utf-8")), merges, first_id=257)),
     Mistake("the text is split into characters with ord(); encode it to UTF-8 bytes first (text.encode('utf-8')).",
             lambda text, merges: _T.apply_merges([ord(c) for c in text], merges)),
-    Mistake("the text is not encoded as UTF-8 (latin-1, ascii, ...): use text.encode('utf-8'), which handles every character.",
+    Mistake("the text is not encoded as UTF-8 (latin-1, ascii, ...): use text.encode('utf-8'), which handles every "
+            "character.",
             lambda text, merges: _T.apply_merges(list(text.encode("latin-1", errors="replace")), merges)),
-    Mistake("encoding stops at the first merge whose pair is absent; a later merge may still apply, so try every merge.",
+    Mistake("encoding stops at the first merge whose pair is absent; a later merge may still apply, so try every "
+            "merge.",
             _encode_stop_at_absent),
 ]
 
@@ -434,6 +424,12 @@ def _interleave(a, b):
     return torch.stack([a, b], dim=-1).flatten(-2)
 
 
+def _sin_cos(n, d, base, **angles):
+    """The sinusoidal table, interleaved, from the angles :func:`_angles` computes with ``angles``."""
+    a = _angles(n, d, base, **angles)
+    return _interleave(a.sin(), a.cos())
+
+
 def _pe_per_column(n, d, base=10000.0):
     pos = torch.arange(n, dtype=torch.float64)[:, None]
     j = torch.arange(d, dtype=torch.float64)
@@ -446,23 +442,24 @@ def _pe_per_column(n, d, base=10000.0):
 SINUSOIDAL_MISTAKES = [
     Mistake("sin and cos are swapped: even columns 2i hold sin, odd columns 2i+1 hold cos.",
             lambda n, d, base=10000.0: _interleave(_angles(n, d, base).cos(), _angles(n, d, base).sin())),
-    Mistake("the sines and cosines are concatenated ([sin..., cos...]); interleave them: column 2i sin, column 2i+1 cos.",
+    Mistake("the sines and cosines are concatenated ([sin..., cos...]); interleave them: column 2i sin, column 2i+1 "
+            "cos.",
             lambda n, d, base=10000.0: torch.cat([_angles(n, d, base).sin(), _angles(n, d, base).cos()], dim=-1)),
-    Mistake("the exponent uses the column index j for every column; columns 2i and 2i+1 share the frequency base^(-2i/d).",
+    Mistake("the exponent uses the column index j for every column; columns 2i and 2i+1 share the frequency "
+            "base^(-2i/d).",
             _pe_per_column),
     Mistake("the exponent is i/dim; it is 2i/dim, with i = 0 .. dim/2 - 1 the index of the (sin, cos) pair.",
-            lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(_angles(n, d, base, exponent=lambda i, d: i / d))),
+            lambda n, d, base=10000.0: _sin_cos(n, d, base, exponent=lambda i, d: i / d)),
     Mistake("the frequencies are inverted: divide the position by base^(2i/dim), do not multiply.",
-            lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(_angles(n, d, base, exponent=lambda i, d: -2 * i / d))),
+            lambda n, d, base=10000.0: _sin_cos(n, d, base, exponent=lambda i, d: -2 * i / d)),
     Mistake("positions start at 1; the first row is position 0 (sin 0 = 0, cos 0 = 1).",
-            lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(_angles(n, d, base, start=1))),
+            lambda n, d, base=10000.0: _sin_cos(n, d, base, start=1)),
     Mistake("every pair has frequency 1: 2 * i // dim is integer division (always 0); use / .",
-            lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(_angles(n, d, base, exponent=lambda i, d: 0 * i))),
+            lambda n, d, base=10000.0: _sin_cos(n, d, base, exponent=lambda i, d: 0 * i)),
     Mistake("the base argument is ignored (10000 is hard-coded); use `base`.",
-            lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(_angles(n, d, 10000.0))),
+            lambda n, d, base=10000.0: _sin_cos(n, d, 10000.0)),
     Mistake("the exponent divides by dim - 1 (or similar); it is 2i / dim.",
-            lambda n, d, base=10000.0: (lambda a: _interleave(a.sin(), a.cos()))(
-                _angles(n, d, base, exponent=lambda i, d: 2 * i / max(d - 1, 1)))),
+            lambda n, d, base=10000.0: _sin_cos(n, d, base, exponent=lambda i, d: 2 * i / max(d - 1, 1))),
     Mistake("the table is transposed: rows are positions, columns are features, shape (n_positions, dim).",
             lambda n, d, base=10000.0: sinusoidal_encoding(n, d, base).T),
 ]
@@ -511,8 +508,6 @@ ROTATION_MISTAKES = [
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 01-tokenization run
 # --------------------------------------------------------------------------
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("01-tokenization", "tokenization.ipynb", (
     Exercise("most_frequent_pair", 2, (
         Comparison(most_frequent_pair, pair_cases, seed=11, mistakes=PAIR_MISTAKES),

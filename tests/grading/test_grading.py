@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib import attention as ref
 import grader as G
+from course_lib import attention as ref
 from grader.assignments import attention as C
 
 
@@ -54,7 +54,8 @@ def test_a_small_error_is_caught_even_when_a_loose_tolerance_would_pass_it():
 
 def test_the_message_names_the_mistake_without_printing_the_answer():
     with pytest.raises(G.ExerciseFailure) as info:
-        G.check_function(lambda q, k: q @ k.transpose(-2, -1), ref.attention_scores, C.score_cases(), diagnoses=C.SCORE_MISTAKES)
+        G.check_function(lambda q, k: q @ k.transpose(-2, -1), ref.attention_scores, C.score_cases(),
+                         diagnoses=C.SCORE_MISTAKES)
     msg = str(info.value)
     assert "not scaled" in msg and "sqrt(d_k)" in msg
     assert "tensor(" not in msg and "[[" not in msg
@@ -171,8 +172,8 @@ def test_guard_lets_the_learner_call_the_blocks_an_exercise_hands_out():
 
 
 def test_allowing_a_course_lib_class_does_not_allow_every_module_call():
+    from course_lib.blocks import Block
     from course_lib.multi_head import MultiHeadAttention
-    from course_lib.blocks import Block, BlockConfig
 
     mha = MultiHeadAttention(8, 2).eval()
 
@@ -306,13 +307,13 @@ def test_patching_the_checks_while_being_checked_is_caught(target):
 
 # ---------------------------------------------------------------- exercises that assemble given modules
 def _block_case():
-    from grader.assignments import modern as M
+    from grader.assignments import modern_variants as M
 
     return [c for c in M.pre_ln_cases(seed=0) if isinstance(c.args[1], torch.nn.Module)][:2]
 
 
 def _fail_message(fn) -> str:
-    from grader.assignments import modern as M
+    from grader.assignments import modern_variants as M
 
     with pytest.raises(G.ExerciseFailure) as info:
         G.check_function(fn, M.reference_pre_ln_block, _block_case())

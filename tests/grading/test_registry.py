@@ -25,7 +25,8 @@ def test_the_registry_lists_the_notebooks_exercises_with_their_points(assignment
     points = {c.grade_id: c.points for c in cells if c.grade and not c.solution}
     for ex in entry.exercises:
         assert points.get(f"test_{ex.name}") == ex.points, (
-            f"{assignment}/{ex.name}: the registry gives {ex.points} points, the test cell {points.get(f'test_{ex.name}')}")
+            f"{assignment}/{ex.name}: the registry gives {ex.points} points, "
+            f"the test cell {points.get(f'test_{ex.name}')}")
         assert ex.steps, f"{assignment}/{ex.name} has no steps"
 
 
@@ -75,8 +76,8 @@ def test_calling_the_grader_from_the_learners_function_is_calling_the_reference(
 
 def test_a_contract_step_runs_the_learners_code_under_the_guards():
     from course_lib.efficient import tiled_attention
-    from grader.assignments.efficient import check_never_materialises
-    from grader.assignments.seq2seq import check_float_results
+    from grader.assignments.efficient_attention import check_never_materialises
+    from grader.assignments.encoder_decoder import check_float_results
 
     def borrowed(q, k, v, block_size):
         return tiled_attention(q, k, v, block_size)
@@ -132,5 +133,20 @@ def test_the_kernels_side_of_grading_imports_without_the_reference_or_the_assign
         "for name in KERNEL_MODULES: importlib.import_module(name)\n"
         "import grader\n"
         "assert not any(n.startswith(('course_lib', 'grader.assignments')) for n in sys.modules)\n"
+    )
+    in_a_fresh_python(code)
+
+
+def test_the_kernels_side_loads_exactly_the_kernel_modules_and_never_the_judge():
+    """grader.sandbox.KERNEL_MODULES is what the runner needs (loaded before the fence closes), no more, no less;
+    the wire format is the only module the judge and the kernel share."""
+    code = (
+        "import sys\n"
+        "import grader.runner\n"
+        "from grader.sandbox import KERNEL_MODULES\n"
+        "loaded = {n for n in sys.modules if n.startswith('grader.')} - {'grader.sandbox'}\n"
+        "assert 'grader.judge' not in loaded, 'the kernel side imports the judge'\n"
+        "assert loaded == set(KERNEL_MODULES), (sorted(loaded - set(KERNEL_MODULES)), "
+        "sorted(set(KERNEL_MODULES) - loaded))\n"
     )
     in_a_fresh_python(code)

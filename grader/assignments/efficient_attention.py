@@ -14,15 +14,17 @@ import math
 import torch
 from torch import Tensor
 
-from grader import Case, ExerciseFailure, Mistake
+from course_lib import counting as _counting
+from course_lib import efficient as _reference
+from course_lib import multi_head as _multi_head
+from grader.cases import Case, LargeInputs, dtype_name, randint, randn
 from grader.checker import call_learner
-from grader.guards import ShapeWatch
+from grader.diagnosis import Mistake
+from grader.failures import ExerciseFailure
+from grader.guards import FUSED_ATTENTION, SOFTMAX, ShapeWatch
+from grader.registry import Assignment, Comparison, Exercise
 
 _DTYPES = [torch.float32, torch.float64]
-
-
-def _dt(dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 # --------------------------------------------------------------------------
@@ -31,11 +33,13 @@ def _dt(dtype) -> str:
 def kv_bytes_cases(seed: int = 0, n: int = 20) -> list[Case]:
     """Integer configs, from tiny to a 70B-class model, with dtype sizes 1, 2 and 4."""
     g = torch.Generator().manual_seed(seed)
-    fixed = [(3, 100, 5, 2, 64, 4), (1, 4096, 32, 32, 128, 2), (8, 8192, 80, 8, 128, 2), (1, 1, 1, 1, 1, 4), (3, 100, 2, 1, 64, 1)]
-    cases = [Case(c, label="batch={}, seq_len={}, n_layers={}, n_kv_heads={}, head_dim={}, dtype_bytes={}".format(*c)) for c in fixed]
+    label = "batch={}, seq_len={}, n_layers={}, n_kv_heads={}, head_dim={}, dtype_bytes={}"
+    fixed = [(3, 100, 5, 2, 64, 4), (1, 4096, 32, 32, 128, 2), (8, 8192, 80, 8, 128, 2), (1, 1, 1, 1, 1, 4),
+             (3, 100, 2, 1, 64, 1)]
+    cases = [Case(c, label=label.format(*c)) for c in fixed]
     for _ in range(n):
-        c = tuple(int(torch.randint(lo, hi, (1,), generator=g)) for lo, hi in [(1, 9), (1, 5000), (1, 49), (1, 17), (16, 257), (1, 5)])
-        cases.append(Case(c, label="batch={}, seq_len={}, n_layers={}, n_kv_heads={}, head_dim={}, dtype_bytes={}".format(*c)))
+        c = tuple(randint(g, lo, hi) for lo, hi in [(1, 9), (1, 5000), (1, 49), (1, 17), (16, 257), (1, 5)])
+        cases.append(Case(c, label=label.format(*c)))
     return cases
 
 
@@ -44,12 +48,18 @@ def _kvb(b, s, layers, h, d, nbytes):
 
 
 KV_BYTES_MISTAKES = [
-    Mistake("the factor 2 is missing: the cache stores keys *and* values.", lambda b, s, L, h, d, x: _kvb(b, s, L, h, d, x) // 2),
-    Mistake("the result is in bits: multiply by dtype_bytes, not 8 * dtype_bytes.", lambda b, s, L, h, d, x: _kvb(b, s, L, h, d, x) * 8),
-    Mistake("the number of layers is missing: every layer has its own cache.", lambda b, s, L, h, d, x: _kvb(b, s, 1, h, d, x)),
-    Mistake("the batch size is missing: every sequence in the batch has its own cache.", lambda b, s, L, h, d, x: _kvb(1, s, L, h, d, x)),
-    Mistake("the dtype size is missing: multiply the number of stored values by dtype_bytes.", lambda b, s, L, h, d, x: _kvb(b, s, L, h, d, 1)),
-    Mistake("return an int (a count of bytes), not a float: avoid `/` and math.pow.", lambda b, s, L, h, d, x: float(_kvb(b, s, L, h, d, x))),
+    Mistake("the factor 2 is missing: the cache stores keys *and* values.",
+            lambda b, s, L, h, d, x: _kvb(b, s, L, h, d, x) // 2),
+    Mistake("the result is in bits: multiply by dtype_bytes, not 8 * dtype_bytes.",
+            lambda b, s, L, h, d, x: _kvb(b, s, L, h, d, x) * 8),
+    Mistake("the number of layers is missing: every layer has its own cache.",
+            lambda b, s, L, h, d, x: _kvb(b, s, 1, h, d, x)),
+    Mistake("the batch size is missing: every sequence in the batch has its own cache.",
+            lambda b, s, L, h, d, x: _kvb(1, s, L, h, d, x)),
+    Mistake("the dtype size is missing: multiply the number of stored values by dtype_bytes.",
+            lambda b, s, L, h, d, x: _kvb(b, s, L, h, d, 1)),
+    Mistake("return an int (a count of bytes), not a float: avoid `/` and math.pow.",
+            lambda b, s, L, h, d, x: float(_kvb(b, s, L, h, d, x))),
 ]
 
 
@@ -61,13 +71,13 @@ def repeat_kv_cases(seed: int = 0, n: int = 16) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        b, h, s, d = (int(torch.randint(lo, hi, (1,), generator=g)) for lo, hi in [(1, 4), (1, 5), (1, 7), (1, 9)])
+        b, h, s, d = (randint(g, lo, hi) for lo, hi in [(1, 4), (1, 5), (1, 7), (1, 9)])
         if i % 4 == 1:
             h = 2  # several KV heads, so the order of the copies matters
         n_rep = [2, 3, 1, 4, 5][i % 5]
         dtype = _DTYPES[i % 2]
-        x = torch.randn(b, h, s, d, generator=g, dtype=torch.float64).to(dtype)
-        cases.append(Case((x, n_rep), label=f"x {tuple(x.shape)}, n_rep={n_rep}, {_dt(dtype)}"))
+        x = randn(g, (b, h, s, d), dtype)
+        cases.append(Case((x, n_rep), label=f"x {tuple(x.shape)}, n_rep={n_rep}, {dtype_name(dtype)}"))
     return cases
 
 
@@ -94,14 +104,15 @@ def decode_cases(seed: int = 0, n: int = 18) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        b, h = int(torch.randint(1, 3, (1,), generator=g)), int(torch.randint(1, 4, (1,), generator=g))
+        b, h = randint(g, 1, 3), randint(g, 1, 4)
         n_past = [0, 3, 1, 6, 9, 2][i % 6]
         n_new = [1, 1, 3, 2, 1, 4][(i // 2) % 6]
         d, d_v = [4, 8, 16][i % 3], [4, 3, 8][(i // 3) % 3]
         dtype = _DTYPES[i % 2]
-        r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
-        args = (r(b, h, n_new, d), r(b, h, n_new, d), r(b, h, n_new, d_v), r(b, h, n_past, d), r(b, h, n_past, d_v))
-        cases.append(Case(args, label=f"batch={b}, heads={h}, n_past={n_past}, n_new={n_new}, head_dim={d}, d_v={d_v}, {_dt(dtype)}"))
+        args = tuple(randn(g, shape, dtype) for shape in [(b, h, n_new, d), (b, h, n_new, d), (b, h, n_new, d_v),
+                                                           (b, h, n_past, d), (b, h, n_past, d_v)])
+        cases.append(Case(args, label=f"batch={b}, heads={h}, n_past={n_past}, n_new={n_new}, head_dim={d}, "
+                                      f"d_v={d_v}, {dtype_name(dtype)}"))
     return cases
 
 
@@ -128,7 +139,8 @@ def _decode(q, kn, vn, kc, vc, *, order="past_first", offset=True, causal=True, 
 DECODE_MISTAKES = [
     Mistake("the new tokens attend only to each other: the cached keys and values must be used too.",
             lambda *a: _decode(*a, use_cache=False)),
-    Mistake("the new tokens are not masked causally among themselves: new token i may see only positions <= n_past + i.",
+    Mistake("the new tokens are not masked causally among themselves: new token i may see only positions <= n_past + "
+            "i.",
             lambda *a: _decode(*a, causal=False)),
     Mistake("the causal mask is aligned to the top-left: new token i sits at position n_past + i, so shift the "
             "triangle by n_past (tril(diagonal=n_past)).", lambda *a: _decode(*a, offset=False)),
@@ -154,36 +166,33 @@ def online_cases(seed: int = 0, n: int = 24) -> list[Case]:
     cases = []
     for i in range(n):
         batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
-        n_q, n_k = int(torch.randint(1, 10, (1,), generator=g)), int(torch.randint(2, 21, (1,), generator=g))
+        n_q, n_k = randint(g, 1, 10), randint(g, 2, 21)
         block = [3, 1, 4, n_k, n_k + 5, 2, 7, 5][i % 8]
         d_k, d_v = [4, 8, 16, 2][i % 4], [3, 5, 8][i % 3]
         dtype = _DTYPES[(i // 4) % 2]
         spread = [1.0, 1.0, 12.0, 3.0, 1.0, 1.0, 40.0, 3.0][i % 8]
-        q = (torch.randn(batch + (n_q, d_k), generator=g, dtype=torch.float64) * spread).to(dtype)
-        k = (torch.randn(batch + (n_k, d_k), generator=g, dtype=torch.float64) * spread).to(dtype)
-        v = torch.randn(batch + (n_k, d_v), generator=g, dtype=torch.float64).to(dtype)
+        q = randn(g, batch + (n_q, d_k), dtype, spread)
+        k = randn(g, batch + (n_k, d_k), dtype, spread)
+        v = randn(g, batch + (n_k, d_v), dtype)
         cases.append(Case((q, k, v, block), label=f"batch {batch}, n_q={n_q}, n_k={n_k}, d_k={d_k}, d_v={d_v}, "
-                                                  f"block_size={block}, score spread {spread:g}, {_dt(dtype)}"))
+                                                  f"block_size={block}, score spread {spread:g}, {dtype_name(dtype)}"))
     # Half precision: the running statistics must stay in the inputs' dtype (a float32 buffer
     # promotes the result to float32), with the tolerance derived from the reference's own error.
     h = torch.Generator().manual_seed(seed + 1)
     for j, dtype in enumerate([torch.bfloat16, torch.float16, torch.bfloat16]):
         batch = _BATCH_SHAPES[j + 1]
-        n_q, n_k = int(torch.randint(1, 8, (1,), generator=h)), int(torch.randint(4, 17, (1,), generator=h))
+        n_q, n_k = randint(h, 1, 8), randint(h, 4, 17)
         block, d_k, d_v = [3, 5, 2][j], [8, 4, 16][j], [5, 3, 8][j]
-        q, k, v = (torch.randn(batch + shape, generator=h, dtype=torch.float64).to(dtype)
-                   for shape in [(n_q, d_k), (n_k, d_k), (n_k, d_v)])
+        q, k, v = (randn(h, batch + shape, dtype) for shape in [(n_q, d_k), (n_k, d_k), (n_k, d_v)])
         cases.append(Case((q, k, v, block), label=f"batch {batch}, n_q={n_q}, n_k={n_k}, d_k={d_k}, d_v={d_v}, "
-                                                  f"block_size={block}, {_dt(dtype)}"))
+                                                  f"block_size={block}, {dtype_name(dtype)}"))
     # Third in the list: a float64 case whose scores overflow exp even in float64 without the running
     # maximum, and whose block maxima differ by more than float64's exp range in some rows. The two
     # stability mistakes (no maximum subtracted; the block's own maximum) give the right values wherever
     # exp does not overflow, and mistakes are matched in float64: without this case the first failure
     # would be a float32 case that overflows in the learner's dtype only, and neither would be named.
     f = torch.Generator().manual_seed(seed + 2)
-    q = torch.randn(2, 6, 4, generator=f, dtype=torch.float64) * 20.0
-    k = torch.randn(2, 13, 4, generator=f, dtype=torch.float64) * 20.0
-    v = torch.randn(2, 13, 3, generator=f, dtype=torch.float64)
+    q, k, v = randn(f, (2, 6, 4), scale=20.0), randn(f, (2, 13, 4), scale=20.0), randn(f, (2, 13, 3))
     cases.insert(min(2, len(cases)), Case((q, k, v, 3), label="batch (2,), n_q=6, n_k=13, d_k=4, d_v=3, block_size=3, "
                                                               "score spread 20, float64"))
     return cases
@@ -193,7 +202,7 @@ def _tiled(q, k, v, block, *, rescale_o=True, rescale_l=True, running_max=True, 
     n_k = k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     m = torch.full(q.shape[:-1] + (1,), float("-inf"), dtype=q.dtype)
-    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)  # noqa: E741
+    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype)
     o = torch.zeros(torch.broadcast_shapes(q.shape[:-1], v.shape[:-2] + (1,)) + (v.shape[-1],), dtype=q.dtype)
     stop_at = n_k if last else (n_k // block) * block
     for start in range(0, stop_at, block):
@@ -204,7 +213,7 @@ def _tiled(q, k, v, block, *, rescale_o=True, rescale_l=True, running_max=True, 
             m_new = torch.zeros_like(m_new)
         p = torch.exp(s - m_new)
         c = torch.exp(m - m_new) if subtract else torch.ones_like(m_new)
-        l = (l * c if rescale_l else l) + p.sum(-1, keepdim=True)  # noqa: E741
+        l = (l * c if rescale_l else l) + p.sum(-1, keepdim=True)
         o = (o * c if rescale_o else o) + p @ v[..., start:start + block, :]
         m = m_new
     return o / l
@@ -212,7 +221,8 @@ def _tiled(q, k, v, block, *, rescale_o=True, rescale_l=True, running_max=True, 
 
 ONLINE_MISTAKES = [
     Mistake("the running output is not rescaled: when the maximum grows from m to m', multiply the output "
-            "accumulated so far by exp(m - m') as well as the running sum.", lambda q, k, v, b: _tiled(q, k, v, b, rescale_o=False)),
+            "accumulated so far by exp(m - m') as well as the running sum.",
+            lambda q, k, v, b: _tiled(q, k, v, b, rescale_o=False)),
     Mistake("the running sum is not rescaled: when the maximum grows from m to m', multiply the sum "
             "accumulated so far by exp(m - m').", lambda q, k, v, b: _tiled(q, k, v, b, rescale_l=False)),
     Mistake("the scores are exponentiated without subtracting the running maximum, so exp overflows for large "
@@ -221,7 +231,8 @@ ONLINE_MISTAKES = [
     Mistake("the maximum is the block's own, not the running one: use m' = max(m, max of the block).",
             lambda q, k, v, b: _tiled(q, k, v, b, running_max=False)),
     Mistake("the scores are not scaled by 1/sqrt(d_k).", lambda q, k, v, b: _tiled(q, k, v, b, scale=1.0)),
-    Mistake("the last, shorter block is skipped: when n_k is not a multiple of block_size the final block has fewer keys.",
+    Mistake("the last, shorter block is skipped: when n_k is not a multiple of block_size the final block has fewer "
+            "keys.",
             lambda q, k, v, b: _tiled(q, k, v, b, last=False)),
 ]
 
@@ -231,7 +242,7 @@ def check_never_materialises(learner, name: str, seed: int | None = None) -> Non
     (the full score matrix) when ``block_size < n_k``."""
     g = torch.Generator().manual_seed(84 if seed is None else seed)
     for n_q, n_k, d_k, d_v, block in [(5, 24, 4, 3, 6), (7, 30, 8, 6, 4), (16, 16, 3, 5, 5)]:
-        q, k, v = (torch.randn(s, generator=g, dtype=torch.float64) for s in [(2, n_q, d_k), (2, n_k, d_k), (2, n_k, d_v)])
+        q, k, v = (randn(g, s) for s in [(2, n_q, d_k), (2, n_k, d_k), (2, n_k, d_v)])
         watch = ShapeWatch((n_q, n_k))
         call_learner(learner, Case((q, k, v, block), label=f"n_q={n_q}, n_k={n_k}, block_size={block}"), name,
                      watch=watch)
@@ -259,13 +270,6 @@ def attention_through_running_logsumexp(q: Tensor, k: Tensor, v: Tensor, block_s
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 08-efficient-attention run
 # --------------------------------------------------------------------------
-from course_lib import counting as _counting  # noqa: E402
-from course_lib import efficient as _reference  # noqa: E402
-from course_lib import multi_head as _multi_head  # noqa: E402
-from grader.guards import FUSED_ATTENTION, SOFTMAX  # noqa: E402
-from grader.cases import LargeInputs  # noqa: E402
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("08-efficient-attention", "efficient_attention.ipynb", (
     Exercise("kv_cache_bytes", 2, (
         Comparison(_counting.kv_cache_bytes, kv_bytes_cases, seed=81, mistakes=KV_BYTES_MISTAKES),

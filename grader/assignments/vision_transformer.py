@@ -13,21 +13,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from grader.cases import frozen
-from grader import Case, Mistake
+from course_lib import deit as _deit
+from course_lib import vit as _reference
 from course_lib.positional import resample_pos_embed
+from grader.cases import Case, LargeInputs, alternating_dtype, dtype_name, frozen, randint, randn
+from grader.diagnosis import Mistake
+from grader.registry import Assignment, Comparison, Exercise
 
 #: routines that would cut or project the patches for the learner.
 UNFOLD: tuple = (F.unfold, F.fold)
 CONVOLUTION: tuple = (F.conv2d, torch.conv2d, torch.convolution, torch.conv_transpose2d, F.unfold, F.fold)
 
 
-def _dtype(i: int) -> torch.dtype:
-    return torch.float64 if i % 3 == 0 else torch.float32
-
-
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def _image_shape(g: torch.Generator, i: int) -> tuple[int, int, int, int, int]:
@@ -51,9 +48,9 @@ def patchify_cases(seed: int = 0, n: int = 20) -> list[Case]:
     cases = []
     for i in range(n):
         b, c, h, w, p = _image_shape(g, i)
-        dtype = _dtype(i)
-        images = torch.randn(b, c, h, w, generator=g, dtype=torch.float64).to(dtype)
-        cases.append(Case((images, p), label=f"images {(b, c, h, w)}, patch {p}, {_name(dtype)}"))
+        dtype = alternating_dtype(i)
+        images = randn(g, (b, c, h, w), dtype)
+        cases.append(Case((images, p), label=f"images {(b, c, h, w)}, patch {p}, {dtype_name(dtype)}"))
     return cases
 
 
@@ -95,11 +92,10 @@ def patch_embed_cases(seed: int = 0, n: int = 20) -> list[Case]:
     for i in range(n):
         b, c, h, w, p = _image_shape(g, i)
         d = [4, 5, 8, 16][i % 4]
-        dtype = _dtype(i)
-        rnd = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
-        images, weight, bias = rnd(b, c, h, w), rnd(d, c, p, p) / p, rnd(d)
+        dtype = alternating_dtype(i)
+        images, weight, bias = randn(g, (b, c, h, w), dtype), randn(g, (d, c, p, p), dtype) / p, randn(g, (d,), dtype)
         cases.append(Case((images, weight, bias, p),
-                          label=f"images {(b, c, h, w)}, patch {p}, dim {d}, {_name(dtype)}"))
+                          label=f"images {(b, c, h, w)}, patch {p}, dim {d}, {dtype_name(dtype)}"))
     return cases
 
 
@@ -133,18 +129,26 @@ PATCH_EMBED_MISTAKES = [
 # --------------------------------------------------------------------------
 # Exercise 3: CLS token and positions
 # --------------------------------------------------------------------------
-def cls_pos_cases(seed: int = 0, n: int = 20) -> list[Case]:
+def _prefixed_cases(seed: int, n: int, n_prefix: int, width_step: int) -> list[Case]:
+    """``(patches (B, N, D), one (1, 1, D) token per prefix token, pos_embed (1, n_prefix + N, D))``;
+    the width changes every ``width_step`` cases."""
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
         b = [1, 2, 3, 5][i % 4]
         n_patches = [1, 4, 6, 9, 16][i % 5]
-        d = [2, 4, 8, 12][i % 4]
-        dtype = _dtype(i)
-        rnd = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
-        cases.append(Case((rnd(b, n_patches, d), rnd(1, 1, d), rnd(1, 1 + n_patches, d)),
-                          label=f"patches {(b, n_patches, d)}, {_name(dtype)}"))
+        d = [2, 4, 8, 12][(i // width_step) % 4]
+        dtype = alternating_dtype(i)
+        patches = randn(g, (b, n_patches, d), dtype)
+        prefix = [randn(g, (1, 1, d), dtype) for _ in range(n_prefix)]
+        pos_embed = randn(g, (1, n_prefix + n_patches, d), dtype)
+        cases.append(Case((patches, *prefix, pos_embed), label=f"patches {(b, n_patches, d)}, {dtype_name(dtype)}"))
     return cases
+
+
+def cls_pos_cases(seed: int = 0, n: int = 20) -> list[Case]:
+    """``(patches, cls_token, pos_embed)``."""
+    return _prefixed_cases(seed, n, n_prefix=1, width_step=1)
 
 
 def _cat(cls, patches):
@@ -175,7 +179,7 @@ CLS_POS_MISTAKES = [
 def vit_parts(g: torch.Generator, c: int, p: int, grid: tuple[int, int], dim: int, depth: int, heads: int,
               classes: int, dtype: torch.dtype):
     """Random frozen parts of a small ViT: ``(patch_proj, cls_token, pos_embed, blocks, norm, head)``."""
-    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
+    torch.manual_seed(randint(g, 0, 2**31 - 1))
     proj = nn.Conv2d(c, dim, kernel_size=p, stride=p)
     # pre-norm encoder blocks made of torch's own modules: the kernel that runs the learner's code has no course_lib
     blocks = nn.ModuleList(nn.TransformerEncoderLayer(dim, heads, dim_feedforward=2 * dim, dropout=0.0,
@@ -188,8 +192,7 @@ def vit_parts(g: torch.Generator, c: int, p: int, grid: tuple[int, int], dim: in
                 prm.add_(torch.randn(prm.shape, generator=g) * 0.3)
     mods = [frozen(m.to(dtype)) for m in (proj, blocks, norm, head)]
     n = grid[0] * grid[1]
-    cls = torch.randn(1, 1, dim, generator=g, dtype=torch.float64).to(dtype)
-    pos = torch.randn(1, 1 + n, dim, generator=g, dtype=torch.float64).to(dtype)
+    cls, pos = randn(g, (1, 1, dim), dtype), randn(g, (1, 1 + n, dim), dtype)
     return mods[0], cls, pos, mods[1], mods[2], mods[3]
 
 
@@ -202,11 +205,11 @@ def vit_forward_cases(seed: int = 0, n: int = 8) -> list[Case]:
         b, c = [1, 2, 3][i % 3], [3, 1][i % 2]
         dim, heads = [(8, 2), (16, 4), (12, 3)][i % 3]
         depth, classes = [1, 2][i % 2], [3, 5, 10][i % 3]
-        dtype = _dtype(i)
+        dtype = alternating_dtype(i)
         parts = vit_parts(g, c, p, grid, dim, depth, heads, classes, dtype)
-        images = torch.randn(b, c, grid[0] * p, grid[1] * p, generator=g, dtype=torch.float64).to(dtype)
+        images = randn(g, (b, c, grid[0] * p, grid[1] * p), dtype)
         cases.append(Case((images,) + parts, label=f"images {tuple(images.shape)}, patch {p}, dim {dim}, "
-                                                   f"{depth} block(s), {_name(dtype)}"))
+                                                   f"{depth} block(s), {dtype_name(dtype)}"))
     return cases
 
 
@@ -324,17 +327,8 @@ INTERPOLATE_MISTAKES = [
 # Exercise 6: DeiT's CLS and distillation tokens
 # --------------------------------------------------------------------------
 def deit_tokens_cases(seed: int = 0, n: int = 20) -> list[Case]:
-    g = torch.Generator().manual_seed(seed)
-    cases = []
-    for i in range(n):
-        b = [1, 2, 3, 5][i % 4]
-        n_patches = [1, 4, 6, 9, 16][i % 5]
-        d = [2, 4, 8, 12][(i // 2) % 4]
-        dtype = _dtype(i)
-        rnd = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
-        cases.append(Case((rnd(b, n_patches, d), rnd(1, 1, d), rnd(1, 1, d), rnd(1, 2 + n_patches, d)),
-                          label=f"patches {(b, n_patches, d)}, {_name(dtype)}"))
-    return cases
+    """``(patches, cls_token, dist_token, pos_embed)``."""
+    return _prefixed_cases(seed, n, n_prefix=2, width_step=2)
 
 
 def _prefix(cls, dist, patches, order=("cls", "dist")):
@@ -346,10 +340,12 @@ DEIT_TOKENS_MISTAKES = [
     Mistake("the two tokens are swapped: CLS is token 0 and the distillation token is token 1.",
             lambda x, c, dt, pe: _prefix(c, dt, x, ("dist", "cls")) + pe),
     Mistake("the distillation token is appended after the patches; it goes right after CLS, at index 1.",
-            lambda x, c, dt, pe: torch.cat([c.expand(x.shape[0], -1, -1), x, dt.expand(x.shape[0], -1, -1)], dim=1) + pe),
+            lambda x, c, dt, pe: torch.cat([c.expand(x.shape[0], -1, -1), x, dt.expand(x.shape[0], -1, -1)],
+                                           dim=1) + pe),
     Mistake("the positions are missing.", lambda x, c, dt, pe: _prefix(c, dt, x)),
     Mistake("the distillation token gets no position: entry 1 of pos_embed belongs to it.",
-            lambda x, c, dt, pe: _prefix(c, dt, x) + torch.cat([pe[:, :1], torch.zeros_like(pe[:, 1:2]), pe[:, 2:]], 1)),
+            lambda x, c, dt, pe: _prefix(c, dt, x)
+            + torch.cat([pe[:, :1], torch.zeros_like(pe[:, 1:2]), pe[:, 2:]], 1)),
     Mistake("the two tokens get no position: entries 0 and 1 of pos_embed belong to them.",
             lambda x, c, dt, pe: _prefix(c, dt, x) + torch.cat([torch.zeros_like(pe[:, :2]), pe[:, 2:]], 1)),
     Mistake("the positions are shifted: the patches got pos_embed[:, 1:-1] instead of pos_embed[:, 2:].",
@@ -375,10 +371,9 @@ def hard_distillation_cases(seed: int = 0, n: int = 24) -> list[Case]:
     for i in range(n):
         b = [1, 3, 5, 2, 8][i % 5]  # batch 1 first, and not 2 next: a sum over a batch of 2 would look like weights 1
         k = [2, 3, 10, 1000, 7, 100][i % 6]
-        dtype = _dtype(i)
+        dtype = alternating_dtype(i)
         spread = [1.0, 4.0, 10.0, 2.0][i % 4]
-        rnd = lambda: (torch.randn(b, k, generator=g, dtype=torch.float64) * spread).to(dtype)  # noqa: E731
-        cls, dist, teacher = rnd(), rnd(), rnd()
+        cls, dist, teacher = (randn(g, (b, k), dtype, spread) for _ in range(3))
         labels = torch.randint(0, k, (b,), generator=g)
         ties = ""
         if i % 3 == 1:  # the largest teacher logit appears twice or more in every row, at 0
@@ -388,7 +383,7 @@ def hard_distillation_cases(seed: int = 0, n: int = 24) -> list[Case]:
                 teacher[row, where] = 0.0
             ties = ", ties in the teacher's logits"
         cases.append(Case((cls, dist, teacher, labels),
-                          label=f"logits {(b, k)}, spread {spread:g}, {_name(dtype)}{ties}"))
+                          label=f"logits {(b, k)}, spread {spread:g}, {dtype_name(dtype)}{ties}"))
     return cases
 
 
@@ -454,11 +449,6 @@ HARD_DISTILLATION_MISTAKES = [
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 09-vision-transformer run
 # --------------------------------------------------------------------------
-from course_lib import deit as _deit  # noqa: E402
-from course_lib import vit as _reference  # noqa: E402
-from grader.cases import LargeInputs  # noqa: E402
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("09-vision-transformer", "vision_transformer.ipynb", (
     Exercise("patchify", 2, (
         Comparison(_reference.patchify, patchify_cases, seed=91, mistakes=PATCHIFY_MISTAKES, forbidden=UNFOLD,

@@ -29,8 +29,9 @@ from torch import Tensor
 
 from course_lib.blocks import residual
 from course_lib.decoder_lm import next_token_loss, sample_next_token, swiglu
-from grader.cases import randint, stand_in_block
-from grader import Case, Mistake
+from grader.cases import Case, LargeInputs, alternating_dtype, dtype_name, randint, randn, stand_in_block
+from grader.diagnosis import Mistake
+from grader.registry import Assignment, Comparison, Exercise
 
 _BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
 
@@ -38,9 +39,6 @@ _BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
 SILU: tuple = (F.silu,)
 CROSS_ENTROPY: tuple = (F.cross_entropy, F.nll_loss, torch.nn.functional.binary_cross_entropy)
 
-
-def _name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 # --------------------------------------------------------------------------
@@ -74,14 +72,14 @@ def pre_ln_cases(seed: int = 0, n: int = 24) -> list[Case]:
         batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
         d = [2, 4, 8, 16][randint(g, 0, 4)]
         n_tok = randint(g, 2, 7)
-        dtype = torch.float64 if i % 2 == 0 else torch.float32
-        x = (torch.randn(batch + (n_tok, d), generator=g, dtype=torch.float64) * 2.0 + 0.5).to(dtype)
+        dtype = alternating_dtype(i, 2)
+        x = (randn(g, batch + (n_tok, d), scale=2.0) + 0.5).to(dtype)
         if dtype == torch.float64:
             attn, mlp, norm1, norm2 = stand_in_block(g, n_tok, d, 3 * d)
             what = "attn tanh(Linear over all tokens), mlp Linear-GELU-Linear, two affine LayerNorms"
         else:
             attn, mlp, norm1, norm2, what = _block_functions(d, (i // 2) % 2)
-        cases.append(Case((x, attn, mlp, norm1, norm2), label=f"x {tuple(x.shape)}, {_name(dtype)}, {what}"))
+        cases.append(Case((x, attn, mlp, norm1, norm2), label=f"x {tuple(x.shape)}, {dtype_name(dtype)}, {what}"))
     return cases
 
 
@@ -133,12 +131,11 @@ def swiglu_cases(seed: int = 0, n: int = 30) -> list[Case]:
         shape = batch + (n_tok, d)
         if i == 5:
             shape = (d,)
-        dtype = torch.float64 if i % 2 == 0 else torch.float32
-        r = lambda *s, scale=1.0: (torch.randn(*s, generator=g, dtype=torch.float64) * scale).to(dtype)  # noqa: E731
-        x = r(*shape, scale=1.5)
-        wg, wu = r(hidden, d, scale=1.5 * d**-0.5), r(hidden, d, scale=d**-0.5)
-        wd = r(d, hidden, scale=hidden**-0.5)
-        cases.append(Case((x, wg, wu, wd), label=f"x {tuple(x.shape)}, dim={d}, hidden={hidden}, {_name(dtype)}"))
+        dtype = alternating_dtype(i, 2)
+        x = randn(g, shape, dtype, 1.5)
+        wg, wu = randn(g, (hidden, d), dtype, 1.5 * d**-0.5), randn(g, (hidden, d), dtype, d**-0.5)
+        wd = randn(g, (d, hidden), dtype, hidden**-0.5)
+        cases.append(Case((x, wg, wu, wd), label=f"x {tuple(x.shape)}, dim={d}, hidden={hidden}, {dtype_name(dtype)}"))
     return cases
 
 
@@ -210,8 +207,8 @@ def rope_cases(seed: int = 0, n: int = 30) -> list[Case]:
         lead = lead_shapes[i % 4]
         head_dim = [2, 4, 8, 16, 6][randint(g, 0, 5)] if i > 0 else 8
         seq = randint(g, 1, 9)
-        dtype = torch.float64 if i % 2 == 0 else torch.float32
-        x = torch.randn(lead + (seq, head_dim), generator=g, dtype=torch.float64).to(dtype)
+        dtype = alternating_dtype(i, 2)
+        x = randn(g, lead + (seq, head_dim), dtype)
         kind = i % 5
         if kind == 0:
             positions, what = torch.arange(seq), "positions 0..seq-1"
@@ -226,7 +223,7 @@ def rope_cases(seed: int = 0, n: int = 30) -> list[Case]:
             positions, what = torch.arange(seq) + 1, "positions 1..seq"
         base = [10000.0, 100.0, 10.0, 500000.0][(i // 5) % 4]
         cases.append(Case((x, positions, base),
-                          label=f"x {tuple(x.shape)}, {what}, base={base:g}, {_name(dtype)}"))
+                          label=f"x {tuple(x.shape)}, {what}, base={base:g}, {dtype_name(dtype)}"))
     return cases
 
 
@@ -283,8 +280,8 @@ def loss_cases(seed: int = 0, n: int = 30) -> list[Case]:
         v = [3, 5, 11, 17][randint(g, 0, 4)]
         if i % 6 == 2:
             v = t  # vocabulary as long as the sequence: a transposed loss keeps the right shapes
-        dtype = torch.float64 if i % 2 == 0 else torch.float32
-        logits = (torch.randn(b, t, v, generator=g, dtype=torch.float64) * [1.0, 3.0, 0.3][i % 3]).to(dtype)
+        dtype = alternating_dtype(i, 2)
+        logits = randn(g, (b, t, v), dtype, [1.0, 3.0, 0.3][i % 3])
         ids = torch.randint(0, v, (b, t), generator=g)
         if i % 3 == 1:
             pad = [0, -100, v - 1][(i // 3) % 3]
@@ -293,13 +290,14 @@ def loss_cases(seed: int = 0, n: int = 30) -> list[Case]:
             mask[:, 0] = True   # the first token (never a target) is ignored too, sometimes
             ids = torch.where(mask, torch.full_like(ids, pad), ids)
             if pad == -100 and i % 2:
-                cases.append(Case((logits, ids), {"ignore_index": -100},
-                                  label=f"logits {tuple(logits.shape)}, ignore_index=-100 (keyword), {_name(dtype)}"))
+                label = f"logits {tuple(logits.shape)}, ignore_index=-100 (keyword), {dtype_name(dtype)}"
+                cases.append(Case((logits, ids), {"ignore_index": -100}, label=label))
             else:
                 cases.append(Case((logits, ids, pad),
-                                  label=f"logits {tuple(logits.shape)}, ignore_index={pad}, {_name(dtype)}"))
+                                  label=f"logits {tuple(logits.shape)}, ignore_index={pad}, {dtype_name(dtype)}"))
         else:
-            cases.append(Case((logits, ids), label=f"logits {tuple(logits.shape)}, no ignore_index, {_name(dtype)}"))
+            cases.append(Case((logits, ids),
+                              label=f"logits {tuple(logits.shape)}, no ignore_index, {dtype_name(dtype)}"))
     return cases
 
 
@@ -358,8 +356,8 @@ def sample_cases(seed: int = 0, n: int = 40) -> list[Case]:
     temps = [1.0, 0.5, 2.0, 0.7, 1.5, 3.0]
     for i in range(n):
         b, v = randint(g, 2, 9), [4, 7, 10, 16][randint(g, 0, 4)]
-        dtype = torch.float64 if i % 2 == 0 else torch.float32
-        logits = (torch.randn(b, v, generator=g, dtype=torch.float64) * 2.0).to(dtype)
+        dtype = alternating_dtype(i, 2)
+        logits = randn(g, (b, v), dtype, 2.0)
         temperature = temps[i % len(temps)]
         top_k = [None, 1, 3, None, v, v + 5, 2, 5][i % 8]
         what = ""
@@ -371,14 +369,14 @@ def sample_cases(seed: int = 0, n: int = 40) -> list[Case]:
         gen = torch.Generator().manual_seed(randint(g, 0, 2**31 - 1))
         cases.append(Case((logits, temperature, top_k, gen),
                           label=f"logits {tuple(logits.shape)}, temperature={temperature}, top_k={top_k}{what}, "
-                                f"{_name(dtype)}"))
+                                f"{dtype_name(dtype)}"))
     # First, two fixed cases of 32 rows, on which the likely mistakes draw different tokens (on a few rows the
     # draws of two distributions from one generator often coincide, so that a learner who multiplies by the
     # temperature looked like one who ignores it): a low temperature without top-k, then top-k alone (k = 3,
     # so that keeping one token too few is not the argmax, on logits flat enough for every k to matter).
     first = []
     for scale, temperature, top_k, s in ((1.0, 0.25, None, 36), (0.3, 1.0, 3, 15)):
-        logits = torch.randn(32, 10, generator=torch.Generator().manual_seed(s), dtype=torch.float64) * scale
+        logits = randn(torch.Generator().manual_seed(s), (32, 10), scale=scale)
         gen = torch.Generator().manual_seed(1000 + s)
         first.append(Case((logits, temperature, top_k, gen),
                           label=f"logits {tuple(logits.shape)}, temperature={temperature}, top_k={top_k}, float64"))
@@ -407,30 +405,26 @@ def _sample(logits, temperature, top_k, generator, mode=""):
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
 
 
+def _sampling_mistake(message: str, mode: str) -> Mistake:
+    return Mistake(message, lambda lg, t, k, gen: _sample(lg, t, k, gen, mode))
+
+
 SAMPLE_MISTAKES = [
-    Mistake("the temperature is not applied: divide the logits by it before the softmax.",
-            lambda lg, t, k, gen: _sample(lg, t, k, gen, "no_t")),
-    Mistake("the logits are multiplied by the temperature: divide by it (a low temperature sharpens).",
-            lambda lg, t, k, gen: _sample(lg, t, k, gen, "times_t")),
-    Mistake("top_k is ignored: keep only the k largest logits (set the others to -inf).",
-            lambda lg, t, k, gen: _sample(lg, t, k, gen, "no_k")),
-    Mistake("top-k keeps one token too many: keep the k largest, no more.",
-            lambda lg, t, k, gen: _sample(lg, t, k, gen, "k_plus")),
-    Mistake("top-k keeps one token too few: keep the k largest.",
-            lambda lg, t, k, gen: _sample(lg, t, k, gen, "k_minus")),
-    Mistake("top-k keeps the k smallest logits: keep the largest.",
-            lambda lg, t, k, gen: _sample(lg, t, k, gen, "smallest")),
-    Mistake("the token is the argmax: sample it with torch.multinomial(probs, 1, generator=generator).",
-            lambda lg, t, k, gen: _sample(lg, t, k, gen, "argmax")),
+    _sampling_mistake("the temperature is not applied: divide the logits by it before the softmax.", "no_t"),
+    _sampling_mistake("the logits are multiplied by the temperature: divide by it (a low temperature sharpens).",
+                      "times_t"),
+    _sampling_mistake("top_k is ignored: keep only the k largest logits (set the others to -inf).", "no_k"),
+    _sampling_mistake("top-k keeps one token too many: keep the k largest, no more.", "k_plus"),
+    _sampling_mistake("top-k keeps one token too few: keep the k largest.", "k_minus"),
+    _sampling_mistake("top-k keeps the k smallest logits: keep the largest.", "smallest"),
+    _sampling_mistake("the token is the argmax: sample it with torch.multinomial(probs, 1, generator=generator).",
+                      "argmax"),
 ]
 
 
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 07-modern-variants run
 # --------------------------------------------------------------------------
-from grader.cases import LargeInputs  # noqa: E402
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("07-modern-variants", "modern_variants.ipynb", (
     Exercise("pre_ln_block", 2, (
         Comparison(reference_pre_ln_block, pre_ln_cases, seed=71, mistakes=PRE_LN_MISTAKES, check_grad=True),

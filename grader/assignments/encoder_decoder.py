@@ -13,10 +13,13 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
 
-from grader import Case, ExerciseFailure, Mistake
+from course_lib import seq2seq as _reference
+from grader.cases import Case, LargeInputs, alternating_dtype, dtype_name, randint, randn
 from grader.checker import call_learner
+from grader.diagnosis import Mistake
+from grader.failures import ExerciseFailure
+from grader.registry import Assignment, Comparison, Exercise
 
 __all__ = [
     "shift_right_cases", "SHIFT_RIGHT_MISTAKES",
@@ -35,8 +38,8 @@ def shift_right_cases(seed: int = 0, n: int = 16) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        b = int(torch.randint(1, 5, (1,), generator=g))
-        t = [1, 2, 3][i] if i < 3 else int(torch.randint(2, 12, (1,), generator=g))
+        b = randint(g, 1, 5)
+        t = [1, 2, 3][i] if i < 3 else randint(g, 2, 12)
         tgt = torch.randint(3, 50, (b, t), generator=g)
         bos = [1, 7, 0, 99][i % 4]
         cases.append(Case((tgt, bos), label=f"tgt {tuple(tgt.shape)}, bos_id={bos}"))
@@ -65,8 +68,8 @@ def mask_cases(seed: int = 0, n: int = 16) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        size = [1, 4, 6][i] if i < 3 else int(torch.randint(2, 10, (1,), generator=g))
-        b = int(torch.randint(1, 5, (1,), generator=g))
+        size = [1, 4, 6][i] if i < 3 else randint(g, 2, 10)
+        b = randint(g, 1, 5)
         lengths = torch.randint(0, size + 1, (b,), generator=g)
         if i % 3 == 0:
             lengths[0] = size
@@ -113,9 +116,9 @@ def lr_cases(seed: int = 0, n: int = 24) -> list[Case]:
              (10, 64, 10), (11, 64, 10), (3, 1, 1), (7, 1024, 2)]
     cases = [Case(a, label=f"step={a[0]}, dim={a[1]}, warmup={a[2]}") for a in fixed]
     for _ in range(n - len(fixed)):
-        warmup = int(torch.randint(1, 5000, (1,), generator=g))
-        dim = [16, 64, 256, 512, 768, 1024][int(torch.randint(0, 6, (1,), generator=g))]
-        step = int(torch.randint(1, 3 * warmup + 2, (1,), generator=g))
+        warmup = randint(g, 1, 5000)
+        dim = [16, 64, 256, 512, 768, 1024][randint(g, 0, 6)]
+        step = randint(g, 1, 3 * warmup + 2)
         cases.append(Case((step, dim, warmup), label=f"step={step}, dim={dim}, warmup={warmup}"))
     return cases
 
@@ -137,8 +140,10 @@ def check_float_results(learner, name: str, seed: int | None = None) -> None:
 LR_MISTAKES = [
     Mistake("the factor dim^-0.5 is missing.", lambda s, d, w: 0.0 if s == 0 else min(s**-0.5, s * w**-1.5)),
     Mistake("dim is raised to +0.5 instead of -0.5.", lambda s, d, w: _lr(s, d, w, dpow=0.5)),
-    Mistake("the warmup is raised to -0.5 instead of -1.5 in the linear part.", lambda s, d, w: _lr(s, d, w, wpow=-0.5)),
-    Mistake("max instead of min: the schedule must take the smaller of the two branches.", lambda s, d, w: _lr(s, d, w, pick=max)),
+    Mistake("the warmup is raised to -0.5 instead of -1.5 in the linear part.",
+            lambda s, d, w: _lr(s, d, w, wpow=-0.5)),
+    Mistake("max instead of min: the schedule must take the smaller of the two branches.",
+            lambda s, d, w: _lr(s, d, w, pick=max)),
     Mistake("the warmup branch uses step^-0.5 * warmup^-1.5 (mixed up the two terms).",
             lambda s, d, w: 0.0 if s == 0 else d**-0.5 * min(s**-0.5, s**-0.5 * w**-1.5)),
     Mistake("the step is counted from 1 (step + 1): use the step as given, with lr(0) = 0.",
@@ -162,10 +167,10 @@ def loss_cases(seed: int = 0, n: int = 20) -> list[Case]:
     cases = []
     for i in range(n):
         shape = batch_shapes[i % 4]
-        V = [2, 5, 11, 32][int(torch.randint(0, 4, (1,), generator=g))]
-        dtype = torch.float64 if i % 3 == 0 else torch.float32
+        V = [2, 5, 11, 32][randint(g, 0, 4)]
+        dtype = alternating_dtype(i)
         spread = [1.0, 4.0, 30.0][i % 3]
-        logits = (torch.randn(shape + (V,), generator=g, dtype=torch.float64) * spread).to(dtype)
+        logits = randn(g, shape + (V,), dtype, spread)
         ignore = [0, -100, 1][i % 3]
         target = torch.randint(0, V, shape, generator=g)
         if ignore >= 0:
@@ -176,7 +181,7 @@ def loss_cases(seed: int = 0, n: int = 20) -> list[Case]:
             drop.view(-1)[-1] = shape != (1,)
         target = target.masked_fill(drop, ignore)
         eps = [0.1, 0.0, 0.25, 1.0, 0.6][i % 5]
-        label = (f"logits {tuple(logits.shape)}, {str(dtype).replace('torch.', '')}, spread {spread:g}, "
+        label = (f"logits {tuple(logits.shape)}, {dtype_name(dtype)}, spread {spread:g}, "
                  f"smoothing={eps}, ignore_index={ignore}, {int(drop.sum())} ignored positions")
         cases.append(Case((logits, target, eps, ignore), label=label))
     return cases
@@ -206,7 +211,8 @@ LOSS_MISTAKES = [
     Mistake("ignore_index is not ignored: those positions must contribute nothing.",
             lambda l, t, e, i: _ls(l, t, e, i, keep_pad=True)),
     Mistake("eps is spread over the V - 1 wrong classes only; here it goes to all V classes, the true one "
-            "included (eps / V each), as in the paper's tensor2tensor and in torch.", lambda l, t, e, i: _ls(l, t, e, i, off_true=True)),
+            "included (eps / V each), as in the paper's tensor2tensor and in torch.",
+            lambda l, t, e, i: _ls(l, t, e, i, off_true=True)),
     Mistake("the uniform part sums -log p over the vocabulary instead of averaging it (eps / V per class).",
             lambda l, t, e, i: _ls(l, t, e, i, uniform="sum")),
     Mistake("the true class keeps weight 1: its weight is 1 - eps.", lambda l, t, e, i: _ls(l, t, e, i, coef=False)),
@@ -229,17 +235,16 @@ def cross_attention_cases(seed: int = 0, n: int = 16) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        b = int(torch.randint(1, 4, (1,), generator=g))
+        b = randint(g, 1, 4)
         n_heads = [1, 2, 4][i % 3]
-        d = n_heads * [2, 4, 8][int(torch.randint(0, 3, (1,), generator=g))]
-        n_t = int(torch.randint(1, 7, (1,), generator=g))
-        n_s = int(torch.randint(1, 9, (1,), generator=g))
+        d = n_heads * [2, 4, 8][randint(g, 0, 3)]
+        n_t = randint(g, 1, 7)
+        n_s = randint(g, 1, 9)
         if i % 4 == 1:
             n_s = n_t + 2
-        dtype = torch.float64 if i % 3 == 0 else torch.float32
-        r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
-        x, mem = r(b, n_t, d), r(b, n_s, d)
-        w = [r(d, d) / math.sqrt(d) for _ in range(4)]
+        dtype = alternating_dtype(i)
+        x, mem = randn(g, (b, n_t, d), dtype), randn(g, (b, n_s, d), dtype)
+        w = [randn(g, (d, d), dtype) / math.sqrt(d) for _ in range(4)]
         kind = i % 3
         if kind == 0:
             mask, mlabel = None, "no mask"
@@ -251,7 +256,7 @@ def cross_attention_cases(seed: int = 0, n: int = 16) -> list[Case]:
             mask = torch.rand(b, n_t, n_s, generator=g) < 0.7
             mask[..., 0] = True
             mlabel = "a (batch, n_tgt, n_src) mask"
-        label = f"batch {b}, n_tgt={n_t}, n_src={n_s}, dim={d}, n_heads={n_heads}, {str(dtype)[6:]}, {mlabel}"
+        label = f"batch {b}, n_tgt={n_t}, n_src={n_s}, dim={d}, n_heads={n_heads}, {dtype_name(dtype)}, {mlabel}"
         cases.append(Case((x, mem, *w, n_heads, mask), label=label))
     return cases
 
@@ -294,7 +299,8 @@ CROSS_ATTENTION_MISTAKES = [
     Mistake("the output projection w_o is missing.", lambda *a: _xattn(*a, no_out=True)),
     Mistake("the softmax runs over the queries (dim=-2), not over the memory positions.",
             lambda *a: _xattn(*a, dim=-2)),
-    Mistake("memory_mask is ignored: masked source positions must get zero weight.", lambda *a: _xattn(*a, no_mask=True)),
+    Mistake("memory_mask is ignored: masked source positions must get zero weight.",
+            lambda *a: _xattn(*a, no_mask=True)),
     Mistake("the heads are merged without moving the head axis back (transpose(1, 2) before reshape).",
             lambda *a: _xattn(*a, bad_merge=True)),
     Mistake("a causal mask was added: cross-attention may read every real source position.",
@@ -307,10 +313,6 @@ CROSS_ATTENTION_MISTAKES = [
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 06-encoder-decoder run
 # --------------------------------------------------------------------------
-from course_lib import seq2seq as _reference  # noqa: E402
-from grader.cases import LargeInputs  # noqa: E402
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("06-encoder-decoder", "encoder_decoder.ipynb", (
     Exercise("shift_right", 2, (
         Comparison(_reference.shift_right, shift_right_cases, seed=61, mistakes=SHIFT_RIGHT_MISTAKES),

@@ -24,17 +24,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.blocks import residual
-from course_lib.counting import layer_flops
-from grader.cases import frozen
-from grader import Case, Mistake
-from course_lib.counting import mlp_param_count
+from course_lib.counting import layer_flops, mlp_param_count
+from grader.cases import Case, alternating_dtype, dtype_name, frozen, global_rng_from, randint, randn
+from grader.diagnosis import Mistake
+from grader.registry import Assignment, Comparison, Exercise
 
 _BATCH_SHAPES = [(), (2,), (3,), (2, 3)]
 POSITIONS = ("pre", "post", "res_post")
 
-
-def _name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 # --------------------------------------------------------------------------
@@ -52,33 +49,31 @@ def ffn_cases(seed: int = 0, n: int = 30) -> list[Case]:
     cases = []
     for i in range(n):
         batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
-        dim = [1, 3, 4, 8, 16][int(torch.randint(0, 5, (1,), generator=g))] if i > 0 else 8
+        dim = [1, 3, 4, 8, 16][randint(g, 0, 5)] if i > 0 else 8
         mlp_hidden = [4 * dim, dim, 5, 2 * dim + 1][i % 4]
-        n_tok = int(torch.randint(1, 9, (1,), generator=g))
+        n_tok = randint(g, 1, 9)
         if i % 3 == 1:
             n_tok = dim  # a (dim, dim) token matrix: transposing the wrong axis still "works"
         shape = batch + (n_tok, dim)
         if i == 7:
             shape = (dim,)  # a single token with no sequence axis
-        dtype = torch.float64 if i % 3 == 0 else torch.float32
-        r = lambda *s, scale=1.0: (torch.randn(*s, generator=g, dtype=torch.float64) * scale).to(dtype)  # noqa: E731
-        x = r(*shape)
-        w1, b1 = r(mlp_hidden, dim, scale=dim**-0.5), r(mlp_hidden, scale=0.5)
-        w2, b2 = r(dim, mlp_hidden, scale=mlp_hidden**-0.5), r(dim, scale=0.5)
+        dtype = alternating_dtype(i)
+        x = randn(g, shape, dtype)
+        w1, b1 = randn(g, (mlp_hidden, dim), dtype, dim**-0.5), randn(g, (mlp_hidden,), dtype, 0.5)
+        w2, b2 = randn(g, (dim, mlp_hidden), dtype, mlp_hidden**-0.5), randn(g, (dim,), dtype, 0.5)
         bias_label = "with biases"
         if i % 5 == 4:
             b1, b2, bias_label = None, None, "no biases (b1 = b2 = None)"
         elif i % 10 == 9:
             b2, bias_label = None, "b2 = None"
-        label = f"x {tuple(x.shape)}, mlp_hidden={mlp_hidden}, {bias_label}, {_name(dtype)}"
+        label = f"x {tuple(x.shape)}, mlp_hidden={mlp_hidden}, {bias_label}, {dtype_name(dtype)}"
         cases.append(Case((x, w1, b1, w2, b2), label=label))
     # First, a square case (tokens = dim = mlp_hidden), drawn last so that the others stay as they were:
     # there, untransposed weights and the tokens-as-columns formula run without a shape error, so the
     # grader can name those mistakes instead of reporting the RuntimeError of a non-square case.
     d = 6
-    r = lambda *s, scale=1.0: torch.randn(*s, generator=g, dtype=torch.float64) * scale  # noqa: E731
-    x, w1, b1 = r(d, d), r(d, d, scale=d**-0.5), r(d, scale=0.5)
-    w2, b2 = r(d, d, scale=d**-0.5), r(d, scale=0.5)
+    x, w1, b1 = randn(g, (d, d)), randn(g, (d, d), scale=d**-0.5), randn(g, (d,), scale=0.5)
+    w2, b2 = randn(g, (d, d), scale=d**-0.5), randn(g, (d,), scale=0.5)
     label = f"x {tuple(x.shape)}, mlp_hidden={d}, with biases, float64 (tokens = dim = mlp_hidden)"
     return [Case((x, w1, b1, w2, b2), label=label)] + cases
 
@@ -132,9 +127,7 @@ FFN_MISTAKES = [
 # --------------------------------------------------------------------------
 def _modules(g: torch.Generator, d: int, kind: int):
     """A float64 sublayer and norm: torch modules with fixed random weights."""
-    torch_state = torch.random.get_rng_state()
-    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
-    try:
+    with global_rng_from(g):
         if kind == 0:
             sub = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
             label = "sublayer Linear-GELU-Linear"
@@ -149,8 +142,6 @@ def _modules(g: torch.Generator, d: int, kind: int):
                     lin.bias.normal_(0.0, 0.5)
             norm.weight.uniform_(0.5, 2.0)
             norm.bias.normal_(0.0, 0.5)
-    finally:
-        torch.random.set_rng_state(torch_state)
     return frozen(sub.double()), frozen(norm.double()), label + ", norm LayerNorm (affine)"
 
 
@@ -174,16 +165,16 @@ def residual_cases(seed: int = 0, n: int = 30) -> list[Case]:
     for i in range(n):
         position = POSITIONS[i % 3]
         batch = _BATCH_SHAPES[(i // 3) % len(_BATCH_SHAPES)]
-        d = [2, 4, 8, 16][int(torch.randint(0, 4, (1,), generator=g))]
-        n_tok = int(torch.randint(1, 7, (1,), generator=g))
-        dtype = torch.float64 if (i // 3) % 2 == 0 else torch.float32
-        x = (torch.randn(batch + (n_tok, d), generator=g, dtype=torch.float64) * 1.5 + 0.5).to(dtype)
+        d = [2, 4, 8, 16][randint(g, 0, 4)]
+        n_tok = randint(g, 1, 7)
+        dtype = alternating_dtype(i // 3, 2)
+        x = (randn(g, batch + (n_tok, d), scale=1.5) + 0.5).to(dtype)
         kind = (i // 6) % 2
         if dtype == torch.float64:
             sub, norm, what = _modules(g, d, kind)
         else:
             sub, norm, what = _functions(d, kind)
-        label = f"position={position!r}, x {tuple(x.shape)}, {_name(dtype)}, {what}"
+        label = f"position={position!r}, x {tuple(x.shape)}, {dtype_name(dtype)}, {what}"
         cases.append(Case((x, sub, norm, position), label=label))
     return cases
 
@@ -214,7 +205,8 @@ RESIDUAL_MISTAKES = [
     Mistake("the result is only the sublayer's output f(x): add the skip x and apply the norm where `position` says.",
             lambda x, f, n, p: f(x)),
     Mistake("x is added twice: the skip adds x once to the branch's output.",
-            _by_position(lambda x, f, n: 2 * x + f(n(x)), lambda x, f, n: n(2 * x + f(x)), lambda x, f, n: 2 * x + n(f(x)))),
+            _by_position(lambda x, f, n: 2 * x + f(n(x)), lambda x, f, n: n(2 * x + f(x)),
+                         lambda x, f, n: 2 * x + n(f(x)))),
     Mistake("in 'pre' the skip carries x itself, not norm(x): x + sublayer(norm(x)).",
             _by_position(lambda x, f, n: n(x) + f(n(x)), lambda x, f, n: n(x + f(x)), lambda x, f, n: x + n(f(x)))),
     Mistake("'post' also normalizes the sublayer's input: it is norm(x + sublayer(x)), with the raw x inside.",
@@ -233,8 +225,8 @@ def param_count_cases(seed: int = 0, n: int = 30) -> list[Case]:
              (6, 6, True), (10, 3, False), (1, 1, True)]
     cases = [Case((d, f, b), label=f"dim={d}, mlp_hidden={f}, bias={b}") for d, f, b in fixed]
     for i in range(n - len(fixed)):
-        d = int(torch.randint(1, 2000, (1,), generator=g))
-        f = [4 * d, int(torch.randint(1, 5000, (1,), generator=g)), d][i % 3]
+        d = randint(g, 1, 2000)
+        f = [4 * d, randint(g, 1, 5000), d][i % 3]
         if i % 4 == 3:
             cases.append(Case((d, f), label=f"dim={d}, mlp_hidden={f}, bias left at its default"))
         else:
@@ -275,9 +267,9 @@ def flops_cases(seed: int = 0, n: int = 30) -> list[Case]:
              (6, 6, 6)]
     cases = [Case(c, label=f"n_tokens={c[0]}, dim={c[1]}, mlp_hidden={c[2]}") for c in fixed]
     for i in range(n - len(fixed)):
-        d = int(torch.randint(1, 1500, (1,), generator=g))
-        n_tok = int(torch.randint(1, 5000, (1,), generator=g))
-        f = [4 * d, int(torch.randint(1, 6000, (1,), generator=g)), 2 * d + 3][i % 3]
+        d = randint(g, 1, 1500)
+        n_tok = randint(g, 1, 5000)
+        f = [4 * d, randint(g, 1, 6000), 2 * d + 3][i % 3]
         cases.append(Case((n_tok, d, f), label=f"n_tokens={n_tok}, dim={d}, mlp_hidden={f}"))
     return cases
 
@@ -314,8 +306,6 @@ __all__ = [
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 05-residuals-ffn run
 # --------------------------------------------------------------------------
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("05-residuals-ffn", "residuals_ffn.ipynb", (
     Exercise("position_wise_ffn", 3, (
         Comparison(reference_position_wise_ffn, ffn_cases, seed=51, mistakes=FFN_MISTAKES, check_grad=True),

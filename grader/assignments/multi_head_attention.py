@@ -16,22 +16,13 @@ import math
 import torch
 from torch import Tensor
 
+from course_lib import multi_head as _reference
 from course_lib.counting import mha_param_count
 from course_lib.multi_head import multi_head_attention
-from grader import Case, Mistake
-
-
-def _dtype(i: int) -> torch.dtype:
-    return torch.float64 if i % 3 == 0 else torch.float32
-
-
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
-def _randn(g: torch.Generator, shape: tuple, dtype: torch.dtype, scale: float = 1.0) -> Tensor:
-    return (torch.randn(shape, generator=g, dtype=torch.float64) * scale).to(dtype)
-
+from grader.cases import Case, LargeInputs, alternating_dtype, dtype_name, randint, randn
+from grader.diagnosis import Mistake
+from grader.guards import FUSED_ATTENTION
+from grader.registry import Assignment, Comparison, Exercise
 
 # (n_heads, head_dim) pairs: one head, head_dim 1, and ordinary ones
 _HEADS = [(2, 3), (4, 2), (3, 4), (1, 6), (6, 1), (2, 8), (8, 2), (4, 4), (5, 3)]
@@ -40,17 +31,20 @@ _HEADS = [(2, 3), (4, 2), (3, 4), (1, 6), (6, 1), (2, 8), (8, 2), (4, 4), (5, 3)
 # --------------------------------------------------------------------------
 # Cases
 # --------------------------------------------------------------------------
+def _split_sizes(g: torch.Generator, i: int) -> tuple[int, int, int, int, torch.dtype]:
+    """``(n_heads, head_dim, batch, seq, dtype)`` of the ``i``-th case of splitting or merging heads."""
+    h, d = _HEADS[i % len(_HEADS)]
+    return h, d, 1 + i % 3, 1 if i == 7 else randint(g, 2, 8), alternating_dtype(i)
+
+
 def split_cases(seed: int = 0, n: int = 20) -> list[Case]:
     """``(x, n_heads)`` with ``x`` of shape ``(batch, seq, n_heads * head_dim)``."""
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        h, d = _HEADS[i % len(_HEADS)]
-        b = 1 + i % 3
-        seq = 1 if i == 7 else int(torch.randint(2, 8, (1,), generator=g))
-        dtype = _dtype(i)
-        x = _randn(g, (b, seq, h * d), dtype)
-        cases.append(Case((x, h), label=f"x {tuple(x.shape)}, n_heads={h}, {_name(dtype)}"))
+        h, d, b, seq, dtype = _split_sizes(g, i)
+        x = randn(g, (b, seq, h * d), dtype)
+        cases.append(Case((x, h), label=f"x {tuple(x.shape)}, n_heads={h}, {dtype_name(dtype)}"))
     return cases
 
 
@@ -59,17 +53,14 @@ def merge_cases(seed: int = 0, n: int = 20) -> list[Case]:
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
-        h, d = _HEADS[i % len(_HEADS)]
-        b = 1 + i % 3
-        seq = 1 if i == 7 else int(torch.randint(2, 8, (1,), generator=g))
-        dtype = _dtype(i)
+        h, d, b, seq, dtype = _split_sizes(g, i)
         if i % 4 == 3:  # as split_heads leaves it: a transposed view
-            x = _randn(g, (b, seq, h, d), dtype).transpose(1, 2)
+            x = randn(g, (b, seq, h, d), dtype).transpose(1, 2)
             kind = "non-contiguous"
         else:
-            x = _randn(g, (b, h, seq, d), dtype)
+            x = randn(g, (b, h, seq, d), dtype)
             kind = "contiguous"
-        cases.append(Case((x,), label=f"x {tuple(x.shape)} ({kind}), {_name(dtype)}"))
+        cases.append(Case((x,), label=f"x {tuple(x.shape)} ({kind}), {dtype_name(dtype)}"))
     return cases
 
 
@@ -86,12 +77,12 @@ def mha_cases(seed: int = 0, n: int = 18) -> list[Case]:
         h, d = _HEADS[i % len(_HEADS)]
         dim = h * d
         b = 1 + i % 2
-        seq = 1 if i == 5 else int(torch.randint(2, 9, (1,), generator=g))
-        dtype = _dtype(i)
+        seq = 1 if i == 5 else randint(g, 2, 9)
+        dtype = alternating_dtype(i)
         spread = 3.0 if i % 4 == 2 else 1.0
-        x = _randn(g, (b, seq, dim), dtype)
-        w_q, w_k, w_v, w_o = (_randn(g, (dim, dim), dtype, spread / math.sqrt(dim)) for _ in range(4))
-        label = f"x {tuple(x.shape)}, n_heads={h}, head_dim={d}, {_name(dtype)}"
+        x = randn(g, (b, seq, dim), dtype)
+        w_q, w_k, w_v, w_o = (randn(g, (dim, dim), dtype, spread / math.sqrt(dim)) for _ in range(4))
+        label = f"x {tuple(x.shape)}, n_heads={h}, head_dim={d}, {dtype_name(dtype)}"
         cases.append(Case((x, w_q, w_k, w_v, w_o, h), label=label))
     return cases
 
@@ -107,12 +98,12 @@ def head_sum_cases(seed: int = 0, n: int = 18) -> list[Case]:
     for i in range(n):
         h, d = _HEADS[i % len(_HEADS)]
         batch = batches[i % len(batches)]
-        seq = 1 if i == 5 else int(torch.randint(2, 8, (1,), generator=g))
-        dim = h * d if i % 2 == 0 else h * d + 1 + int(torch.randint(0, 4, (1,), generator=g))
-        dtype = _dtype(i)
-        heads = _randn(g, batch + (h, seq, d), dtype)
-        w_o = _randn(g, (dim, h * d), dtype, 1.0 / math.sqrt(h * d))
-        label = f"heads {tuple(heads.shape)}, w_o {tuple(w_o.shape)}, {_name(dtype)}"
+        seq = 1 if i == 5 else randint(g, 2, 8)
+        dim = h * d if i % 2 == 0 else h * d + 1 + randint(g, 0, 4)
+        dtype = alternating_dtype(i)
+        heads = randn(g, batch + (h, seq, d), dtype)
+        w_o = randn(g, (dim, h * d), dtype, 1.0 / math.sqrt(h * d))
+        label = f"heads {tuple(heads.shape)}, w_o {tuple(w_o.shape)}, {dtype_name(dtype)}"
         cases.append(Case((heads, w_o), label=label))
     return cases
 
@@ -123,8 +114,8 @@ def param_count_cases(seed: int = 0) -> list[Case]:
              (1024, 16, False), (12, 3, True), (20, 4, False), (4096, 32, True)]
     g = torch.Generator().manual_seed(seed)
     for _ in range(4):
-        h = int(torch.randint(1, 9, (1,), generator=g))
-        sizes.append((h * int(torch.randint(1, 20, (1,), generator=g)), h, bool(torch.randint(0, 2, (1,), generator=g))))
+        h = randint(g, 1, 9)
+        sizes.append((h * randint(g, 1, 20), h, bool(torch.randint(0, 2, (1,), generator=g))))
     cases = [Case((d, h), {"bias": b}, label=f"dim={d}, n_heads={h}, bias={b}") for d, h, b in sizes]
     cases.append(Case((256, 4), label="dim=256, n_heads=4, bias left at its default (True)"))
     return cases
@@ -267,20 +258,25 @@ MHA_MISTAKES = [
     Mistake(
         "attention runs once over the full width (scores from all dim features): split q, k and v into "
         "n_heads heads first, so that each head has its own scores and its own softmax.",
-        lambda x, wq, wk, wv, wo, h: torch.softmax((x @ wq.T) @ (x @ wk.T).transpose(-2, -1) * math.sqrt(h / x.shape[-1]), -1) @ (x @ wv.T) @ wo.T,
+        lambda x, wq, wk, wv, wo, h: (
+            torch.softmax((x @ wq.T) @ (x @ wk.T).transpose(-2, -1) * math.sqrt(h / x.shape[-1]), -1)
+            @ (x @ wv.T) @ wo.T),
     ),
     Mistake(
         "the output weight is used untransposed: with the nn.Linear convention (out, in), the projection is "
         "concat @ w_o.T.",
         lambda x, wq, wk, wv, wo, h: _mha(x, wq, wk, wv, wo.T, h),
     ),
-    Mistake("the output projection W_O is missing: multiply the concatenated heads by w_o^T.", lambda *a: _mha(*a, project=False)),
+    Mistake("the output projection W_O is missing: multiply the concatenated heads by w_o^T.",
+            lambda *a: _mha(*a, project=False)),
     Mistake(
         "the weights are used untransposed: with the nn.Linear convention (out, in), a projection is x @ w.T.",
         lambda *a: _mha(*a, transpose_w=False),
     ),
-    Mistake("the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1).", lambda *a: _mha(*a, dim=-2)),
-    Mistake("a causal mask is applied; this exercise has none (every token sees every token).", lambda *a: _mha(*a, causal=True)),
+    Mistake("the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1).",
+            lambda *a: _mha(*a, dim=-2)),
+    Mistake("a causal mask is applied; this exercise has none (every token sees every token).",
+            lambda *a: _mha(*a, causal=True)),
     Mistake(
         "the features are dealt to the heads interleaved: head i owns features [i*head_dim, (i+1)*head_dim).",
         lambda *a: _mha(*a, split="interleaved", merge="interleaved"),
@@ -303,7 +299,8 @@ def _head_sum(heads, w_o, order=None, cols="block", reduce="sum"):
 
 
 HEAD_SUM_MISTAKES = [
-    Mistake("the per-head projections are averaged: the output is their sum, not their mean.", lambda H, W: _head_sum(H, W, reduce="mean")),
+    Mistake("the per-head projections are averaged: the output is their sum, not their mean.",
+            lambda H, W: _head_sum(H, W, reduce="mean")),
     Mistake(
         "head i is paired with the columns i, i + n_heads, ... of w_o: its block is the contiguous columns "
         "[i*head_dim, (i+1)*head_dim).",
@@ -329,7 +326,8 @@ HEAD_SUM_MISTAKES = [
     ),
     Mistake(
         "the per-head outputs are returned without summing them: the result is (..., seq, dim).",
-        lambda H, W: torch.stack([H[..., i, :, :] @ W[:, i * H.shape[-1]:(i + 1) * H.shape[-1]].T for i in range(H.shape[-3])], -3),
+        lambda H, W: torch.stack([H[..., i, :, :] @ W[:, i * H.shape[-1]:(i + 1) * H.shape[-1]].T
+                                  for i in range(H.shape[-3])], -3),
     ),
 ]
 
@@ -339,25 +337,29 @@ def _count(d, h, bias=True, *, w=4, b=4):
 
 
 PARAM_COUNT_MISTAKES = [
-    Mistake("the output projection W_O is missing: there are four dim x dim matrices (Q, K, V, O).", lambda d, h, bias=True: _count(d, h, bias, w=3, b=3)),
-    Mistake("the biases are missing: each of the four projections has dim biases when bias=True.", lambda d, h, bias=True: _count(d, h, False)),
+    Mistake("the output projection W_O is missing: there are four dim x dim matrices (Q, K, V, O).",
+            lambda d, h, bias=True: _count(d, h, bias, w=3, b=3)),
+    Mistake("the biases are missing: each of the four projections has dim biases when bias=True.",
+            lambda d, h, bias=True: _count(d, h, False)),
     Mistake("biases are counted even when bias=False.", lambda d, h, bias=True: _count(d, h, True)),
-    Mistake("only one projection's biases are counted: there are four bias vectors of dim entries.", lambda d, h, bias=True: _count(d, h, bias, b=1)),
-    Mistake("the weights are counted once per head at full width: the heads share dim x dim matrices, so the count does not grow with n_heads.", lambda d, h, bias=True: 4 * h * d * d + (4 * d if bias else 0)),
-    Mistake("each head is counted as head_dim x head_dim: a head's projection maps dim to head_dim, so it has dim * head_dim weights.", lambda d, h, bias=True: 4 * h * (d // h) ** 2 + (4 * d if bias else 0)),
-    Mistake("the count is a float: use integer arithmetic (// rather than /) and return an int.", lambda d, h, bias=True: float(_count(d, h, bias))),
-    Mistake("the biases are counted once per head: a projection has one bias per output feature, dim in all.", lambda d, h, bias=True: _count(d, h, bias, b=4 * h)),
+    Mistake("only one projection's biases are counted: there are four bias vectors of dim entries.",
+            lambda d, h, bias=True: _count(d, h, bias, b=1)),
+    Mistake("the weights are counted once per head at full width: the heads share dim x dim matrices, so the count "
+            "does not grow with n_heads.",
+            lambda d, h, bias=True: 4 * h * d * d + (4 * d if bias else 0)),
+    Mistake("each head is counted as head_dim x head_dim: a head's projection maps dim to head_dim, so it has dim * "
+            "head_dim weights.",
+            lambda d, h, bias=True: 4 * h * (d // h) ** 2 + (4 * d if bias else 0)),
+    Mistake("the count is a float: use integer arithmetic (// rather than /) and return an int.",
+            lambda d, h, bias=True: float(_count(d, h, bias))),
+    Mistake("the biases are counted once per head: a projection has one bias per output feature, dim in all.",
+            lambda d, h, bias=True: _count(d, h, bias, b=4 * h)),
 ]
 
 
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 03-multi-head-attention run
 # --------------------------------------------------------------------------
-from course_lib import multi_head as _reference  # noqa: E402
-from grader.guards import FUSED_ATTENTION  # noqa: E402
-from grader.cases import LargeInputs  # noqa: E402
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("03-multi-head-attention", "multi_head_attention.ipynb", (
     Exercise("split_heads", 2, (
         Comparison(_reference.split_heads, split_cases, seed=31, mistakes=SPLIT_MISTAKES, check_grad=True),

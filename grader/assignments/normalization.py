@@ -12,10 +12,13 @@ a learner's result matches it.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from grader import LAYER_NORM, Case, Mistake
+from course_lib import norms as _reference
+from grader.cases import Case, alternating_dtype, dtype_name, randint, randn
+from grader.diagnosis import Mistake
+from grader.guards import LAYER_NORM
+from grader.registry import Assignment, Comparison, Exercise
 
 # --------------------------------------------------------------------------
 # Forbidden routines
@@ -30,16 +33,14 @@ _LEADING = [(5,), (2, 3), (2, 3, 4), (1,), (3,), (2, 1, 3)]
 _WIDTHS = [1, 2, 3, 5, 8, 16, 64]  # width 1 only in the edge cases at the end
 
 
-def _dt(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
 
 def _draw(g, shape, dtype, scale=1.0, offset=0.0):
-    return (torch.randn(shape, generator=g, dtype=torch.float64) * scale + offset).to(dtype)
+    """:func:`~grader.cases.randn` moved by ``offset`` before the conversion to ``dtype``."""
+    return (randn(g, shape, scale=scale) + offset).to(dtype)
 
 
 def _pick(g, options):
-    return options[int(torch.randint(0, len(options), (1,), generator=g))]
+    return options[randint(g, 0, len(options))]
 
 
 def _feature_cases(seed: int, n: int, *, shift: bool, large_mean: bool, leading=_LEADING) -> list[Case]:
@@ -47,11 +48,12 @@ def _feature_cases(seed: int, n: int, *, shift: bool, large_mean: bool, leading=
     mistake shows clearly), then random ones, then the edge and numerically hard ones."""
     g = torch.Generator().manual_seed(seed)
     # (leading, width, dtype, spread, eps)
-    plan = [((2, 3), 8, torch.float64, 0.5, 0.1), ((4,), 16, torch.float32, 1.0, 0.5), (leading[2], 5, torch.float32, 2.0, 1e-5)]
+    plan = [((2, 3), 8, torch.float64, 0.5, 0.1), ((4,), 16, torch.float32, 1.0, 0.5),
+            (leading[2], 5, torch.float32, 2.0, 1e-5)]
     for i in range(n):
         lead = leading[i % len(leading)]
         d = _pick(g, _WIDTHS[1:])
-        dtype = torch.float64 if i % 3 == 0 else torch.float32
+        dtype = alternating_dtype(i)
         plan.append((lead, d, dtype, [1.0, 3.0, 0.01, 50.0][i % 4], [1e-5, 1e-6, 0.5, 1e-3, 1e-2][i % 5]))
     plan += [((3,), 1, torch.float64, 1.0, 1e-5), ((2, 2), 1, torch.float32, 5.0, 1e-3)]  # width 1: variance 0
     cases = []
@@ -61,10 +63,10 @@ def _feature_cases(seed: int, n: int, *, shift: bool, large_mean: bool, leading=
         gamma = _draw(g, (d,), dtype, 1.0, 1.0)
         beta = _draw(g, (d,), dtype)
         args = (x, gamma, beta, eps) if shift else (x, gamma, eps)
-        label = f"x {tuple(x.shape)}, {_dt(dtype)}, spread {scale:g}, eps={eps:g}"
+        label = f"x {tuple(x.shape)}, {dtype_name(dtype)}, spread {scale:g}, eps={eps:g}"
         cases.append(Case(args, label=label + (", width 1 (the variance is 0)" if d == 1 else "")))
     if large_mean:  # last, so that ordinary mistakes are named on ordinary inputs first
-        for j, (lead, d, mean) in enumerate([((4, 8), 32, 1e3), ((3,), 16, 1e4), ((2, 5), 64, -3e3), ((6,), 8, 1e4)]):
+        for lead, d, mean in [((4, 8), 32, 1e3), ((3,), 16, 1e4), ((2, 5), 64, -3e3), ((6,), 8, 1e4)]:
             x = _draw(g, lead + (d,), torch.float32, 1.0, mean)
             gamma, beta = _draw(g, (d,), torch.float32, 1.0, 1.0), _draw(g, (d,), torch.float32)
             args = (x, gamma, beta, 1e-5) if shift else (x, gamma, 1e-5)
@@ -110,20 +112,28 @@ LAYER_NORM_MISTAKES = [
         "LayerNorm uses the biased variance, the plain mean of squared deviations (unbiased=False or correction=0).",
         lambda x, g, b, eps: _ln(x, g, b, eps, var=lambda t: t.var(dim=-1, keepdim=True)),
     ),
-    Mistake("eps is added outside the square root: use sqrt(var + eps), not sqrt(var) + eps.", lambda x, g, b, eps: _ln(x, g, b, eps, eps_out=True)),
+    Mistake("eps is added outside the square root: use sqrt(var + eps), not sqrt(var) + eps.",
+            lambda x, g, b, eps: _ln(x, g, b, eps, eps_out=True)),
     Mistake("eps is missing: divide by sqrt(var + eps).", lambda x, g, b, eps: _ln(x, g, b, 0.0)),
-    Mistake("the centered input is divided by the variance; divide by the standard deviation sqrt(var + eps).", lambda x, g, b, eps: _ln(x, g, b, eps, no_sqrt=True)),
+    Mistake("the centered input is divided by the variance; divide by the standard deviation sqrt(var + eps).",
+            lambda x, g, b, eps: _ln(x, g, b, eps, no_sqrt=True)),
     Mistake(
         "the statistics are taken over the leading (batch) axes, one per feature: that is BatchNorm. "
         "LayerNorm takes the mean and variance of each token's own features, over the last axis.",
         lambda x, g, b, eps: _ln(x, g, b, eps, dims=_leading_dims(x)),
     ),
-    Mistake("the statistics are taken over the whole tensor; take them over the last axis only, one mean and variance per token.", lambda x, g, b, eps: _ln(x, g, b, eps, dims=tuple(range(x.ndim)))),
-    Mistake("the statistics are taken over the first axis (dim=0); take them over the last axis (dim=-1), each token's features.", lambda x, g, b, eps: _ln(x, g, b, eps, dims=(0,)) if x.ndim > 1 else None),
-    Mistake("the gain gamma is not applied: multiply the normalized input by gamma.", lambda x, g, b, eps: _ln(x, torch.ones_like(g), b, eps)),
+    Mistake("the statistics are taken over the whole tensor; take them over the last axis only, one mean and "
+            "variance per token.",
+            lambda x, g, b, eps: _ln(x, g, b, eps, dims=tuple(range(x.ndim)))),
+    Mistake("the statistics are taken over the first axis (dim=0); take them over the last axis (dim=-1), each "
+            "token's features.",
+            lambda x, g, b, eps: _ln(x, g, b, eps, dims=(0,)) if x.ndim > 1 else None),
+    Mistake("the gain gamma is not applied: multiply the normalized input by gamma.",
+            lambda x, g, b, eps: _ln(x, torch.ones_like(g), b, eps)),
     Mistake("the shift beta is not added.", lambda x, g, b, eps: _ln(x, g, torch.zeros_like(b), eps)),
     Mistake("gamma and beta are swapped: y = xhat * gamma + beta.", lambda x, g, b, eps: _ln(x, b, g, eps)),
-    Mistake("the mean is not subtracted from the numerator: y = (x - mean) / sqrt(var + eps).", lambda x, g, b, eps: x / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * g + b),
+    Mistake("the mean is not subtracted from the numerator: y = (x - mean) / sqrt(var + eps).",
+            lambda x, g, b, eps: x / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * g + b),
 ]
 
 
@@ -149,16 +159,24 @@ def _rms(x, gamma, eps, *, center=False, total=False, eps_out=False, no_sqrt=Fal
 
 
 RMS_NORM_MISTAKES = [
-    Mistake("the mean is subtracted: RMSNorm does not center, it only divides by the root mean square.", lambda x, g, eps: _rms(x, g, eps, center=True)),
-    Mistake("the square root of the *sum* of squares is used (the L2 norm); RMS is the square root of the *mean* of squares.", lambda x, g, eps: _rms(x, g, eps, total=True)),
-    Mistake("eps is added outside the square root: use sqrt(mean(x^2) + eps).", lambda x, g, eps: _rms(x, g, eps, eps_out=True)),
+    Mistake("the mean is subtracted: RMSNorm does not center, it only divides by the root mean square.",
+            lambda x, g, eps: _rms(x, g, eps, center=True)),
+    Mistake("the square root of the *sum* of squares is used (the L2 norm); RMS is the square root of the *mean* of "
+            "squares.",
+            lambda x, g, eps: _rms(x, g, eps, total=True)),
+    Mistake("eps is added outside the square root: use sqrt(mean(x^2) + eps).",
+            lambda x, g, eps: _rms(x, g, eps, eps_out=True)),
     Mistake("eps is missing: divide by sqrt(mean(x^2) + eps).", lambda x, g, eps: _rms(x, g, 0.0)),
-    Mistake("x is divided by the mean square; divide by its square root.", lambda x, g, eps: _rms(x, g, eps, no_sqrt=True)),
+    Mistake("x is divided by the mean square; divide by its square root.",
+            lambda x, g, eps: _rms(x, g, eps, no_sqrt=True)),
     Mistake("the gain gamma is not applied.", lambda x, g, eps: _rms(x, torch.ones_like(g), eps)),
     Mistake("x is multiplied by the RMS; divide by it.", lambda x, g, eps: _rms(x, g, eps, multiply=True)),
-    Mistake("the mean square is taken over the leading axes; take it over the last axis, one per token.", lambda x, g, eps: _rms(x, g, eps, dims=_leading_dims(x))),
-    Mistake("the mean square is taken over the whole tensor; take it over the last axis, one per token.", lambda x, g, eps: _rms(x, g, eps, dims=tuple(range(x.ndim)))),
-    Mistake("the mean square is taken over the first axis (dim=0); take it over the last axis (dim=-1).", lambda x, g, eps: _rms(x, g, eps, dims=(0,)) if x.ndim > 1 else None),
+    Mistake("the mean square is taken over the leading axes; take it over the last axis, one per token.",
+            lambda x, g, eps: _rms(x, g, eps, dims=_leading_dims(x))),
+    Mistake("the mean square is taken over the whole tensor; take it over the last axis, one per token.",
+            lambda x, g, eps: _rms(x, g, eps, dims=tuple(range(x.ndim)))),
+    Mistake("the mean square is taken over the first axis (dim=0); take it over the last axis (dim=-1).",
+            lambda x, g, eps: _rms(x, g, eps, dims=(0,)) if x.ndim > 1 else None),
     Mistake(
         "x is divided by its standard deviation: that measures the spread around the mean. RMSNorm divides by "
         "sqrt(mean(x^2) + eps), the mean of the squares of x itself.",
@@ -173,7 +191,7 @@ RMS_NORM_MISTAKES = [
 def _lengths_mask(g, batch, seq, kind):
     if kind == "right":  # right padding, lengths 0..seq with at least one full sequence
         lengths = torch.randint(0, seq + 1, (batch,), generator=g)
-        lengths[int(torch.randint(0, batch, (1,), generator=g))] = seq
+        lengths[randint(g, 0, batch)] = seq
         return torch.arange(seq)[None, :] < lengths[:, None], f"padding mask, lengths {lengths.tolist()}"
     if kind == "left":
         lengths = torch.randint(1, seq + 1, (batch,), generator=g)
@@ -197,9 +215,10 @@ def batch_norm_cases(seed: int = 0, n: int = 30) -> list[Case]:
     x, mask = _draw(g, (3, 5, 4), torch.float64, 1.0, 0.5), torch.arange(5)[None, :] < torch.tensor([[5], [2], [3]])
     x = torch.where(mask[..., None], x, _draw(g, (3, 5, 4), torch.float64, 20.0, 30.0))
     first = (x, _draw(g, (4,), torch.float64, 1.0, 1.0), _draw(g, (4,), torch.float64), 0.5)
-    cases.append(Case(first, {"mask": mask}, label="x (3, 5, 4), float64, eps=0.5, padding mask, lengths [5, 2, 3] (junk in the padding)"))
+    cases.append(Case(first, {"mask": mask},
+                      label="x (3, 5, 4), float64, eps=0.5, padding mask, lengths [5, 2, 3] (junk in the padding)"))
     for i in range(n):
-        dtype = torch.float64 if i % 3 == 0 else torch.float32
+        dtype = alternating_dtype(i)
         c = _pick(g, [1, 2, 3, 4, 8, 16])
         eps = [1e-5, 0.5, 1e-3, 1e-6][i % 4]
         scale = [1.0, 4.0, 0.05][i % 3]
@@ -207,16 +226,16 @@ def batch_norm_cases(seed: int = 0, n: int = 30) -> list[Case]:
         layout = i % 4  # 0, 1: (b, t, c) with masks; 2: (b, c); 3: (b, t, u, c) or (b, c) with a mask
         kind = kinds[(i // 2) % len(kinds)] if layout < 2 else None
         if layout < 2:
-            b, t = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(2, 8, (1,), generator=g))
+            b, t = randint(g, 1, 5), randint(g, 2, 8)
             shape = (b, t, c)
         elif layout == 2:
-            shape = (int(torch.randint(2, 17, (1,), generator=g)), c)
+            shape = (randint(g, 2, 17), c)
         else:
-            shape = (2, 3, 2, c) if i % 8 == 3 else (int(torch.randint(3, 10, (1,), generator=g)), c)
+            shape = (2, 3, 2, c) if i % 8 == 3 else (randint(g, 3, 10), c)
             kind = None if len(shape) == 4 else "vector"
         x = _draw(g, shape, dtype, scale, offset)
         gamma, beta = _draw(g, (c,), dtype, 1.0, 1.0), _draw(g, (c,), dtype)
-        label = f"x {tuple(shape)}, {_dt(dtype)}, eps={eps:g}"
+        label = f"x {tuple(shape)}, {dtype_name(dtype)}, eps={eps:g}"
         if kind is None:
             cases.append(Case((x, gamma, beta, eps), label=label + ", no mask"))
             continue
@@ -233,13 +252,16 @@ def batch_norm_cases(seed: int = 0, n: int = 30) -> list[Case]:
     x = _draw(g, (4, 6, 8), torch.float32, 1.0, 2e3)
     mask = torch.arange(6)[None, :] < torch.tensor([[6], [3], [5], [1]])
     x = torch.where(mask[..., None], x, torch.zeros_like(x))
-    cases.append(Case((x, _draw(g, (8,), torch.float32, 1.0, 1.0), _draw(g, (8,), torch.float32), 1e-5), {"mask": mask}, label=(
+    gamma, beta = _draw(g, (8,), torch.float32, 1.0, 1.0), _draw(g, (8,), torch.float32)
+    cases.append(Case((x, gamma, beta, 1e-5), {"mask": mask}, label=(
         "x (4, 6, 8), float32, mean 2000 and spread 1, eps=1e-05, padding mask, lengths [6, 3, 5, 1] (zeros in the "
-        "padding); with a mean this large, E[x^2] - E[x]^2 loses every digit of the variance in float32: subtract the mean first"
+        "padding); with a mean this large, E[x^2] - E[x]^2 loses every digit of the variance in float32: subtract the "
+        "mean first"
     )))
     # a single real token: its variance is 0 and the output is beta
-    x = torch.randn(1, 1, 4, generator=g, dtype=torch.float64)
-    cases.append(Case((x, torch.ones(4, dtype=torch.float64), torch.arange(4.0, dtype=torch.float64), 1e-5), label="x (1, 1, 4): a single token, variance 0"))
+    x = randn(g, (1, 1, 4))
+    cases.append(Case((x, torch.ones(4, dtype=torch.float64), torch.arange(4.0, dtype=torch.float64), 1e-5),
+                      label="x (1, 1, 4): a single token, variance 0"))
     return cases
 
 
@@ -262,16 +284,23 @@ def _bn(x, gamma, beta, eps, mask=None, *, ignore_mask=False, dims=None, unbiase
     else:
         m = mask.unsqueeze(-1).to(x.dtype)
     n_real = m.sum(dim=dims, keepdim=True) if dims != (-1,) else torch.full_like(m, x.shape[-1])
-    count = torch.full_like(n_real, float(x[..., :1].numel() if dims != (-1,) else x.shape[-1])) if count_all else n_real
+    every = float(x[..., :1].numel() if dims != (-1,) else x.shape[-1])
+    count = torch.full_like(n_real, every) if count_all else n_real
     xm = torch.where(m.bool(), x, torch.zeros_like(x))
     mean = xm.sum(dim=dims, keepdim=True) / count
     dev2 = (x - mean).pow(2)
     wv = torch.ones_like(m) if var_all else m
-    var = (dev2 * wv).sum(dim=dims, keepdim=True) / ((wv.sum(dim=dims, keepdim=True) if var_all else count) - (1 if unbiased else 0))
+    denominator = (wv.sum(dim=dims, keepdim=True) if var_all else count) - (1 if unbiased else 0)
+    var = (dev2 * wv).sum(dim=dims, keepdim=True) / denominator
     y = (x - mean) / ((var.sqrt() + eps) if eps_out else torch.sqrt(var + eps)) * gamma + beta
     if zero_pad and mask is not None:
         y = y * mask.unsqueeze(-1).to(y.dtype)
     return y
+
+
+def _bn_mistake(message: str, **options) -> Mistake:
+    """A likely mistake that is :func:`_bn` with ``options``."""
+    return Mistake(message, lambda x, g, b, eps, mask=None: _bn(x, g, b, eps, mask, **options))
 
 
 BATCH_NORM_MISTAKES = [
@@ -280,35 +309,35 @@ BATCH_NORM_MISTAKES = [
         "one mean and one variance per feature, over every other axis (batch and sequence).",
         lambda x, g, b, eps, mask=None: _ln(x, g, b, eps),
     ),
-    Mistake(
+    _bn_mistake(
         "the padding slots enter the statistics: with a mask, average over the real tokens only "
         "(and divide by their number).",
-        lambda x, g, b, eps, mask=None: _bn(x, g, b, eps, mask, ignore_mask=True),
+        ignore_mask=True,
     ),
-    Mistake(
+    _bn_mistake(
         "the variance is unbiased (divided by n - 1). BatchNorm normalizes with the biased variance "
         "(unbiased=False or correction=0).",
-        lambda x, g, b, eps, mask=None: _bn(x, g, b, eps, mask, unbiased=True),
+        unbiased=True,
     ),
     Mistake(
         "the statistics are taken over the batch axis only (dim=0). For (batch, seq, features) BatchNorm "
         "averages over batch and sequence together, every axis but the last.",
         lambda x, g, b, eps, mask=None: _bn(x, g, b, eps, mask, dims=(0,)) if x.ndim > 2 else None,
     ),
-    Mistake(
+    _bn_mistake(
         "the masked sums are divided by the number of all positions; divide by the number of real tokens.",
-        lambda x, g, b, eps, mask=None: _bn(x, g, b, eps, mask, count_all=True),
+        count_all=True,
     ),
-    Mistake(
+    _bn_mistake(
         "the mean uses the real tokens only but the variance includes the padding: mask both.",
-        lambda x, g, b, eps, mask=None: _bn(x, g, b, eps, mask, var_all=True),
+        var_all=True,
     ),
-    Mistake(
+    _bn_mistake(
         "the padded outputs are set to zero: normalize every position, padding included, with the statistics "
         "of the real tokens (the padded outputs are ignored later, but this exercise asks for them).",
-        lambda x, g, b, eps, mask=None: _bn(x, g, b, eps, mask, zero_pad=True),
+        zero_pad=True,
     ),
-    Mistake("eps is added outside the square root: use sqrt(var + eps).", lambda x, g, b, eps, mask=None: _bn(x, g, b, eps, mask, eps_out=True)),
+    _bn_mistake("eps is added outside the square root: use sqrt(var + eps).", eps_out=True),
     Mistake("the gain gamma is not applied.", lambda x, g, b, eps, mask=None: _bn(x, torch.ones_like(g), b, eps, mask)),
     Mistake("the shift beta is not added.", lambda x, g, b, eps, mask=None: _bn(x, g, torch.zeros_like(b), eps, mask)),
 ]
@@ -328,7 +357,8 @@ def layer_norm_backward_cases(seed: int = 0, n: int = 24) -> list[Case]:
     return cases
 
 
-def _ln_bwd(up, x, gamma, eps, *, mean_path=True, var_path=True, use_gamma=True, unbiased=False, var_sign=1.0, reduce="mean"):
+def _ln_bwd(up, x, gamma, eps, *, mean_path=True, var_path=True, use_gamma=True, unbiased=False, var_sign=1.0,
+            reduce="mean"):
     d = x.shape[-1]
     mean = x.mean(-1, keepdim=True)
     var = (x - mean).pow(2).sum(-1, keepdim=True) / (d - 1 if unbiased else d)
@@ -349,12 +379,18 @@ LAYER_NORM_BACKWARD_MISTAKES = [
         "subtract mean(g) and xhat * mean(g * xhat).",
         lambda up, x, g, eps: _ln_bwd(up, x, g, eps, mean_path=False, var_path=False),
     ),
-    Mistake("the path through the mean is missing: subtract mean(g) over the features.", lambda up, x, g, eps: _ln_bwd(up, x, g, eps, mean_path=False)),
-    Mistake("the path through the variance is missing: subtract xhat * mean(g * xhat).", lambda up, x, g, eps: _ln_bwd(up, x, g, eps, var_path=False)),
-    Mistake("the gain is left out: the gradient reaching xhat is g = grad_out * gamma.", lambda up, x, g, eps: _ln_bwd(up, x, g, eps, use_gamma=False)),
-    Mistake("the variance is unbiased (divided by d - 1); the forward pass uses the biased variance.", lambda up, x, g, eps: _ln_bwd(up, x, g, eps, unbiased=True)),
-    Mistake("the correction terms use sums over the features; they are means (divide the sums by d).", lambda up, x, g, eps: _ln_bwd(up, x, g, eps, reduce="sum")),
-    Mistake("the variance term has the wrong sign: it is subtracted.", lambda up, x, g, eps: _ln_bwd(up, x, g, eps, var_sign=-1.0)),
+    Mistake("the path through the mean is missing: subtract mean(g) over the features.",
+            lambda up, x, g, eps: _ln_bwd(up, x, g, eps, mean_path=False)),
+    Mistake("the path through the variance is missing: subtract xhat * mean(g * xhat).",
+            lambda up, x, g, eps: _ln_bwd(up, x, g, eps, var_path=False)),
+    Mistake("the gain is left out: the gradient reaching xhat is g = grad_out * gamma.",
+            lambda up, x, g, eps: _ln_bwd(up, x, g, eps, use_gamma=False)),
+    Mistake("the variance is unbiased (divided by d - 1); the forward pass uses the biased variance.",
+            lambda up, x, g, eps: _ln_bwd(up, x, g, eps, unbiased=True)),
+    Mistake("the correction terms use sums over the features; they are means (divide the sums by d).",
+            lambda up, x, g, eps: _ln_bwd(up, x, g, eps, reduce="sum")),
+    Mistake("the variance term has the wrong sign: it is subtracted.",
+            lambda up, x, g, eps: _ln_bwd(up, x, g, eps, var_sign=-1.0)),
     Mistake(
         "the result is multiplied by sqrt(var + eps); divide by it (multiply by 1 / sqrt(var + eps)).",
         lambda up, x, g, eps: _ln_bwd(up, x, g, eps) * (x.var(-1, unbiased=False, keepdim=True) + eps),
@@ -365,9 +401,6 @@ LAYER_NORM_BACKWARD_MISTAKES = [
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 04-normalization run
 # --------------------------------------------------------------------------
-from course_lib import norms as _reference  # noqa: E402
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("04-normalization", "normalization.ipynb", (
     Exercise("layer_norm", 3, (
         Comparison(_reference.layer_norm, layer_norm_cases, seed=41, mistakes=LAYER_NORM_MISTAKES, forbidden=NORMS),

@@ -29,10 +29,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.dinov2 import add_registers
 from course_lib.dino import dino_loss, ema_update, multi_crop, update_center
-from grader.cases import randint, stand_in_block
-from grader import Case, Mistake
+from course_lib.dinov2 import add_registers
+from grader.cases import (
+    Case,
+    LargeInputs,
+    alternating_dtype,
+    dtype_name,
+    global_rng_from,
+    randint,
+    randn,
+    stand_in_block,
+)
+from grader.diagnosis import Mistake
+from grader.registry import Assignment, Comparison, Exercise
 
 __all__ = [
     "reference_add_registers", "register_cases", "REGISTER_MISTAKES",
@@ -42,14 +52,6 @@ __all__ = [
     "reference_update_center", "center_cases", "CENTER_MISTAKES",
     "reference_ema_result", "ema_cases", "EMA_MISTAKES",
 ]
-
-
-def _name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
-def _randn(g, *shape, dtype=torch.float64, scale=1.0) -> Tensor:
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dtype)
 
 
 # --------------------------------------------------------------------------
@@ -70,10 +72,10 @@ def register_cases(seed: int = 0, n: int = 16) -> list[Case]:
         r = [1, 2, 4, 3][i % 4]
         if i % 7 == 3:
             r = n_p  # as many registers as patches: layout mistakes keep the shape
-        dtype = torch.float64 if i % 2 == 0 else torch.float32
-        args = (_randn(g, b, n_p, d, dtype=dtype), _randn(g, 1, 1, d, dtype=dtype) + 2.0,
-                _randn(g, 1, r, d, dtype=dtype) - 1.0, _randn(g, 1, 1 + n_p, d, dtype=dtype, scale=0.5))
-        cases.append(Case(args, label=f"B={b}, N={n_p}, D={d}, R={r}, {_name(dtype)}"))
+        dtype = alternating_dtype(i, 2)
+        args = (randn(g, (b, n_p, d), dtype), randn(g, (1, 1, d), dtype) + 2.0,
+                randn(g, (1, r, d), dtype) - 1.0, randn(g, (1, 1 + n_p, d), dtype, 0.5))
+        cases.append(Case(args, label=f"B={b}, N={n_p}, D={d}, R={r}, {dtype_name(dtype)}"))
     return cases
 
 
@@ -120,10 +122,10 @@ def layerscale_cases(seed: int = 0, n: int = 12) -> list[Case]:
     for i in range(n):
         batch = [(), (2,), (3,)][i % 3]
         d, n_tok = [2, 4, 8][randint(g, 0, 3)], randint(g, 2, 6)
-        dtype = torch.float64 if i % 2 == 0 else torch.float32
-        x = _randn(g, *batch, n_tok, d, dtype=dtype, scale=2.0)
-        g1 = _randn(g, d, dtype=dtype, scale=0.7) + 0.3
-        g2 = _randn(g, d, dtype=dtype, scale=0.7) - 0.4
+        dtype = alternating_dtype(i, 2)
+        x = randn(g, (*batch, n_tok, d), dtype, 2.0)
+        g1 = randn(g, (d,), dtype, 0.7) + 0.3
+        g2 = randn(g, (d,), dtype, 0.7) - 0.4
         if dtype == torch.float64:
             attn, mlp, n1, n2 = stand_in_block(g, n_tok, d, 2 * d)
             what = "attn tanh(Linear over tokens), mlp Linear-GELU-Linear, affine LayerNorms"
@@ -134,7 +136,7 @@ def layerscale_cases(seed: int = 0, n: int = 12) -> list[Case]:
             n1 = functools.partial(F.layer_norm, normalized_shape=(d,))
             n2 = functools.partial(F.rms_norm, normalized_shape=(d,))
             what = "attn cumsum over tokens, mlp sin, norm1 layer_norm, norm2 rms"
-        cases.append(Case((x, attn, mlp, n1, n2, g1, g2), label=f"x {tuple(x.shape)}, {_name(dtype)}, {what}"))
+        cases.append(Case((x, attn, mlp, n1, n2, g1, g2), label=f"x {tuple(x.shape)}, {dtype_name(dtype)}, {what}"))
     return cases
 
 
@@ -188,12 +190,12 @@ def multi_crop_cases(seed: int = 0, n: int = 16) -> list[Case]:
             h, w = 12, 16
         n_g, n_l = [2, 1, 2, 2][i % 4], [4, 2, 0, 3, 1][i % 5]
         gs, ls = randint(g, 6, 17), randint(g, 3, 8)
-        dtype = torch.float64 if i % 3 == 0 else torch.float32
+        dtype = alternating_dtype(i)
         images = torch.rand(b, c, h, w, generator=g, dtype=torch.float64).to(dtype)
         gb = _boxes(g, n_g, b, h, w, 0.5, 1.0)
         lb = _boxes(g, n_l, b, h, w, 0.2, 0.6)
         cases.append(Case((images, gb, lb, gs, ls),
-                          label=f"images {tuple(images.shape)} {_name(dtype)}, {n_g} global -> {gs}px, "
+                          label=f"images {tuple(images.shape)} {dtype_name(dtype)}, {n_g} global -> {gs}px, "
                                 f"{n_l} local -> {ls}px"))
     return cases
 
@@ -257,22 +259,22 @@ def dino_loss_cases(seed: int = 0, n: int = 16) -> list[Case]:
             b = 3  # the first case has a real batch: batch mistakes show in the values
         if i % 5 == 2:
             k = b  # a square (batch, K): a softmax over the wrong axis keeps the shape
-        dtype = torch.float64 if i % 2 == 0 else torch.float32
-        student = _randn(g, n_s, b, k, dtype=dtype)
-        teacher = _randn(g, n_t, b, k, dtype=dtype)
-        center = _randn(g, *((k,) if i % 3 else (1, k)), dtype=dtype, scale=0.8)
+        dtype = alternating_dtype(i, 2)
+        student = randn(g, (n_s, b, k), dtype)
+        teacher = randn(g, (n_t, b, k), dtype)
+        center = randn(g, (k,) if i % 3 else (1, k), dtype, 0.8)
         ts = [0.1, 0.2, 0.5, 1.0][randint(g, 0, 4)]
         tt = [0.04, 0.07, 0.3][randint(g, 0, 3)]
         cases.append(Case((student, teacher, center, ts, tt),
                           label=f"n_s={n_s}, n_t={n_t}, B={b}, K={k}, student_temp={ts}, teacher_temp={tt}, "
-                                f"center {tuple(center.shape)}, {_name(dtype)}"))
+                                f"center {tuple(center.shape)}, {dtype_name(dtype)}"))
     # First of all: more student crops than teacher crops and a student temperature other than 1, so that
     # every mistake shows in the values of the first case (with n_s == n_t the crops matched from the end
     # are the right ones, and with student_temp == 1 a missing student temperature changes nothing; the
     # gradient check would then fail first, on the teacher's side, and name no mistake).
     f = torch.Generator().manual_seed(seed + 1)
     n_t, n_s, b, k = 2, 5, 3, 7
-    args = (_randn(f, n_s, b, k), _randn(f, n_t, b, k), _randn(f, k, scale=0.8), 0.2, 0.07)
+    args = (randn(f, (n_s, b, k)), randn(f, (n_t, b, k)), randn(f, (k,), scale=0.8), 0.2, 0.07)
     cases.insert(0, Case(args, label=f"n_s={n_s}, n_t={n_t}, B={b}, K={k}, student_temp=0.2, teacher_temp=0.07, "
                                      f"center ({k},), float64"))
     return cases
@@ -301,33 +303,32 @@ def _loss(s, t, c, ts, tt, *, same=False, center=True, c_sign=-1.0, t_temp=True,
     return ce[differ].mean()
 
 
+def _loss_mistake(message: str, **options) -> Mistake:
+    """A likely mistake that is :func:`_loss` with ``options``."""
+    return Mistake(message, lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, **options))
+
+
 DINO_LOSS_MISTAKES = [
-    Mistake("pairs of the same view are included: skip the pairs where teacher crop i and student crop i are "
-            "the same view.", lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, same=True)),
-    Mistake("the center is not subtracted from the teacher's output before its softmax.",
-            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, center=False)),
-    Mistake("the center is added to the teacher's output: subtract it.",
-            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, c_sign=1.0)),
+    _loss_mistake("pairs of the same view are included: skip the pairs where teacher crop i and student crop i are "
+                  "the same view.", same=True),
+    _loss_mistake("the center is not subtracted from the teacher's output before its softmax.", center=False),
+    _loss_mistake("the center is added to the teacher's output: subtract it.", c_sign=1.0),
     Mistake("the temperatures are swapped: the teacher divides by teacher_temp, the student by student_temp.",
             lambda s, t, c, ts, tt: _loss(s, t, c, tt, ts)),
-    Mistake("the teacher's temperature is missing: softmax((t - center) / teacher_temp).",
-            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, t_temp=False)),
-    Mistake("the student's temperature is missing: log_softmax(s / student_temp).",
-            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, s_temp=False)),
-    Mistake("the teacher's softmax runs over the batch axis: it runs over the K prototypes (last axis).",
-            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, t_axis=-2)),
-    Mistake("the cross-entropy is summed over the batch: average it over the batch.",
-            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, batch_sum=True)),
-    Mistake("the average divides by all n_t * n_s pairs: average over the pairs of different views only.",
-            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, all_pairs_mean=True)),
-    Mistake("teacher and student are swapped (softmax of the student, log-softmax of the teacher).",
-            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, center=False, swap=True)),
+    _loss_mistake("the teacher's temperature is missing: softmax((t - center) / teacher_temp).", t_temp=False),
+    _loss_mistake("the student's temperature is missing: log_softmax(s / student_temp).", s_temp=False),
+    _loss_mistake("the teacher's softmax runs over the batch axis: it runs over the K prototypes (last axis).",
+                  t_axis=-2),
+    _loss_mistake("the cross-entropy is summed over the batch: average it over the batch.", batch_sum=True),
+    _loss_mistake("the average divides by all n_t * n_s pairs: average over the pairs of different views only.",
+                  all_pairs_mean=True),
+    _loss_mistake("teacher and student are swapped (softmax of the student, log-softmax of the teacher).",
+                  center=False, swap=True),
     Mistake("the center is subtracted from the student's output too: only the teacher is centered.",
             lambda s, t, c, ts, tt: _loss(s - c, t, c, ts, tt)),
-    Mistake("teacher and student are swapped (softmax of the student, log-softmax of the centered teacher).",
-            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, swap=True)),
-    Mistake("the teacher's crops were matched with the last student crops: they are the first n_t.",
-            lambda s, t, c, ts, tt: _loss(s, t, c, ts, tt, last=True)),
+    _loss_mistake("teacher and student are swapped (softmax of the student, log-softmax of the centered teacher).",
+                  swap=True),
+    _loss_mistake("the teacher's crops were matched with the last student crops: they are the first n_t.", last=True),
     Mistake("the sign is flipped: the cross-entropy is -sum p_t log p_s, a positive number.",
             lambda s, t, c, ts, tt: -_loss(s, t, c, ts, tt)),
 ]
@@ -348,12 +349,12 @@ def center_cases(seed: int = 0, n: int = 20) -> list[Case]:
         n_t, b, k = randint(g, 1, 4), randint(g, 1, 6), randint(g, 2, 12)
         if i % 4 == 1:
             b = k
-        dtype = torch.float64 if i % 2 == 0 else torch.float32
-        center = _randn(g, *((1, k) if i % 3 else (k,)), dtype=dtype)
-        teacher = _randn(g, n_t, b, k, dtype=dtype, scale=1.5) + 0.5
+        dtype = alternating_dtype(i, 2)
+        center = randn(g, (1, k) if i % 3 else (k,), dtype)
+        teacher = randn(g, (n_t, b, k), dtype, 1.5) + 0.5
         m = [0.9, 0.5, 0.99, 0.0, 1.0, 0.7][i % 6]
         cases.append(Case((center, teacher, m), label=f"center {tuple(center.shape)}, teacher_out "
-                                                       f"{tuple(teacher.shape)}, momentum={m}, {_name(dtype)}"))
+                                                       f"{tuple(teacher.shape)}, momentum={m}, {dtype_name(dtype)}"))
     return cases
 
 
@@ -414,9 +415,7 @@ def reference_ema_result(teacher: nn.Module, student: nn.Module, momentum: float
 
 
 def _make_pair(g: torch.Generator, kind: int, dtype, teacher_grad: bool):
-    state = torch.random.get_rng_state()
-    torch.manual_seed(randint(g, 0, 2**31 - 1))
-    try:
+    with global_rng_from(g):
         def build():
             if kind == 0:
                 return nn.Linear(randint(g, 1, 5), randint(g, 1, 5))
@@ -431,8 +430,6 @@ def _make_pair(g: torch.Generator, kind: int, dtype, teacher_grad: bool):
             for b in student.buffers():  # running statistics of its own: averaging them too would show
                 if b.is_floating_point():
                     b.add_(torch.rand_like(b) + 0.5)
-    finally:
-        torch.random.set_rng_state(state)
     teacher, student = teacher.to(dtype), student.to(dtype)
     for p in teacher.parameters():
         p.requires_grad_(teacher_grad)
@@ -445,12 +442,12 @@ def ema_cases(seed: int = 0, n: int = 12) -> list[Case]:
     cases = []
     for i in range(n):
         kind = i % 3
-        dtype = torch.float64 if i % 2 == 0 else torch.float32
+        dtype = alternating_dtype(i, 2)
         teacher_grad = i % 4 >= 2
         teacher, student = _make_pair(g, kind, dtype, teacher_grad)
         m = [0.996, 0.5, 0.9, 0.0, 1.0, 0.75][i % 6]
         what = ["Linear", "Linear-GELU-LayerNorm-Linear", "Conv2d-BatchNorm2d-Linear"][kind]
-        cases.append(Case((teacher, student, m), label=f"{what}, momentum={m}, {_name(dtype)}, "
+        cases.append(Case((teacher, student, m), label=f"{what}, momentum={m}, {dtype_name(dtype)}, "
                                                        f"teacher requires_grad={teacher_grad}"))
     return cases
 
@@ -501,9 +498,6 @@ EMA_MISTAKES = [
 # --------------------------------------------------------------------------
 # The registry entry: what the hidden tests of 10-dinov2 run
 # --------------------------------------------------------------------------
-from grader.cases import LargeInputs  # noqa: E402
-from grader.registry import Assignment, Comparison, Exercise  # noqa: E402
-
 ASSIGNMENT = Assignment("10-dinov2", "dinov2.ipynb", (
     Exercise("add_registers", 2, (
         Comparison(reference_add_registers, register_cases, seed=101, mistakes=REGISTER_MISTAKES, check_grad=True),
