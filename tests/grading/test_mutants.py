@@ -1,8 +1,8 @@
-"""tools/mutants.py (`make mutants`): the mutants it makes, how it scores them, and a real run.
+"""tools.mutants (`make mutants`): the mutants it makes, how it scores them, and a real run.
 
 The full run over every assignment is slow (minutes); here the tool is run
-on a two-exercise notebook written on the fly and, for real, on a few mutants
-of one small exercise of the course.
+on a two-exercise notebook written on the fly (with its registry entry) and,
+for real, on a few mutants of one small exercise of the course.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import json
 import nbformat
 import pytest
 
+from grader.registry import Assignment, Exercise
+from grader.registry import assignments as registry
 from tools import mutants as mut
 
 SNIPPET = '''\
@@ -67,7 +69,8 @@ def test_every_kind_of_mutant_is_made_from_a_small_snippet():
         "return x",  # an input returned unchanged
         "pass",  # a statement deleted
     ]:
-        assert any(a.replace("(not flag)", "not flag") == change.replace("(not flag)", "not flag") for a in after), change
+        unparenthesized = change.replace("(not flag)", "not flag")
+        assert any(a.replace("(not flag)", "not flag") == unparenthesized for a in after), change
     # Nothing outside the markers changes, and every mutant is valid Python differing from the original.
     assert all("outside = x + 1" in m.source for m in ms)
     for m in ms:
@@ -91,6 +94,10 @@ def _cell(kind, source, **meta):
     return cell
 
 
+#: the registry entry of the tiny course's one assignment
+TINY = Assignment("99-tiny", "tiny.ipynb", (Exercise("double", 1, ()), Exercise("countdown", 1, ())))
+
+
 @pytest.fixture
 def tiny_course(tmp_path):
     """A course with one assignment of two exercises: `double` and an endless-loop-prone `countdown`."""
@@ -99,8 +106,8 @@ def tiny_course(tmp_path):
         _cell("code", "import math"),
         _cell("code", "def double(x):\n    ### BEGIN SOLUTION\n    y = x * 2\n    return y + 0\n    ### END SOLUTION\n",
               solution=True, grade_id="double"),
-        _cell("code", "assert double(3) == 6\n### BEGIN HIDDEN TESTS\nassert double(-2.5) == -5.0\n### END HIDDEN TESTS\n",
-              grade=True, grade_id="test_double", points=1, locked=True),
+        _cell("code", "assert double(3) == 6\n### BEGIN HIDDEN TESTS\nassert double(-2.5) == -5.0\n"
+                      "### END HIDDEN TESTS\n", grade=True, grade_id="test_double", points=1, locked=True),
         _cell("code", "def countdown(n):\n    ### BEGIN SOLUTION\n    while n > 0:\n        n -= 1\n    return n\n"
                       "    ### END SOLUTION\n", solution=True, grade_id="countdown"),
         _cell("code", "assert countdown(3) == 0 and countdown(0) == 0", grade=True, grade_id="test_countdown",
@@ -112,9 +119,10 @@ def tiny_course(tmp_path):
 
 
 def test_killed_survivors_and_equivalents_in_a_tiny_course(tiny_course):
-    exercises = mut.find_exercises("99-tiny", tiny_course)
-    assert [(e.name, e.test_ids) for e in exercises] == [("double", ["test_double"]), ("countdown", ["test_countdown"])]
-    report = mut.run(["99-tiny"], ["double"], jobs=2, timeout=20, root=tiny_course, equivalents=[], log=lambda *a: None)
+    exercises = mut.exercise_cells(TINY, tiny_course)
+    assert [(e.name, e.test_ids) for e in exercises] == [("double", ("test_double",)),
+                                                         ("countdown", ("test_countdown",))]
+    report = mut.run([TINY], ["double"], jobs=2, timeout=20, root=tiny_course, equivalents=[], log=lambda *a: None)
     ex = report["assignments"]["99-tiny"]["exercises"]["double"]
     status = {m["after"]: m["status"] for m in ex["all"]}
     assert ex["baseline"] == "passed"
@@ -126,7 +134,7 @@ def test_killed_survivors_and_equivalents_in_a_tiny_course(tiny_course):
 
     equivalents = [mut.Equivalent("99-tiny", "double", "return y + 0", after, "adding or subtracting 0 changes nothing")
                    for after in ("return y - 0", "return y")]
-    report = mut.run(["99-tiny"], ["double"], jobs=1, root=tiny_course, equivalents=equivalents, log=lambda *a: None)
+    report = mut.run([TINY], ["double"], jobs=1, root=tiny_course, equivalents=equivalents, log=lambda *a: None)
     ex = report["assignments"]["99-tiny"]["exercises"]["double"]
     assert ex["equivalent"] == 2 and ex["survived"] == 0 and ex["kill_rate"] == 1.0 and report["ok"]
     assert {m["reason"] for m in ex["equivalents"]} == {"adding or subtracting 0 changes nothing"}
@@ -134,7 +142,8 @@ def test_killed_survivors_and_equivalents_in_a_tiny_course(tiny_course):
 
 
 def test_a_mutant_that_loops_forever_is_stopped_and_counted_as_killed(tiny_course):
-    report = mut.run(["99-tiny"], ["countdown"], jobs=2, timeout=1.5, root=tiny_course, equivalents=[], log=lambda *a: None)
+    report = mut.run([TINY], ["countdown"], jobs=2, timeout=1.5, root=tiny_course, equivalents=[],
+                     log=lambda *a: None)
     ex = report["assignments"]["99-tiny"]["exercises"]["countdown"]
     status = {m["after"]: m["status"] for m in ex["all"]}
     assert status["n += 1"] == "timeout"  # `n -= 1` -> `n += 1` never ends
@@ -163,10 +172,8 @@ def test_every_listed_equivalent_mutant_is_still_made_and_gives_a_reason():
         assert e.reason, e
         key = (e.assignment, e.exercise)
         if key not in made:
-            exercises = {x.name: x for x in mut.find_exercises(e.assignment)}
+            exercises = {x.name: x for x in mut.exercise_cells(registry()[e.assignment])}
             assert e.exercise in exercises, f"no exercise {e.exercise} in {e.assignment}"
-            ex = exercises[e.exercise]
-            cells = mut.read_notebook(ex.notebook)
-            made[key] = {(mut._norm(m.before), mut._norm(m.after))
-                         for m in mut.generate_mutants(cells[ex.solution_index].source, mut.notebook_modules(cells))}
-        assert (mut._norm(e.before), mut._norm(e.after)) in made[key], f"stale entry: {e}"
+            _, mutants, _ = mut.mutants_of(exercises[e.exercise])
+            made[key] = {(mut.same_lines(m.before), mut.same_lines(m.after)) for m in mutants}
+        assert (mut.same_lines(e.before), mut.same_lines(e.after)) in made[key], f"stale entry: {e}"
