@@ -30,6 +30,11 @@ from nbtools import ROOT
 # Notebooks executed by the suite (nbval, the book build) store stable outputs:
 # progress bars are off there (course_lib.training.progress).
 os.environ.setdefault("COURSE_STATIC_OUTPUT", "1")
+# Every process the suite starts (kernels, nbgrader, the portable-kernel runs with two threads) shares
+# the cores with the other workers: OpenMP threads that wait for work sleep instead of spinning. On a
+# busy 2-core machine a spinning 2-thread torch ran a tiny training loop 25 times slower (88 s against
+# 3.4 s); the threads' count and how they split the work, hence every result, stay the same.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 #: modules whose tests are independent and hold no costly module fixture: spread test by test
 SPREAD = {
