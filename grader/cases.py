@@ -21,12 +21,12 @@ class Case:
     label: str = ""
 
     def map_tensors(self, fn: Callable[[Tensor], Tensor]) -> "Case":
-        conv = lambda x: fn(x) if isinstance(x, Tensor) else x  # noqa: E731
+        conv = lambda x: fn(x) if isinstance(x, Tensor) else x
         return Case(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()}, self.label)
 
     def clone(self) -> "Case":
         """A copy the function under test may not change the original through (tensors cloned, the rest deep-copied)."""
-        keep = lambda x: x if isinstance(x, Tensor) or callable(x) else copy.deepcopy(x)  # noqa: E731
+        keep = lambda x: x if isinstance(x, Tensor) or callable(x) else copy.deepcopy(x)
         copied = Case(tuple(keep(a) for a in self.args), {k: keep(v) for k, v in self.kwargs.items()}, self.label)
         return copied.map_tensors(lambda t: t.detach().clone())
 

@@ -188,7 +188,7 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 def describe_value(out: Any, expected: Any) -> str:
-    kind = lambda x: "a list or tuple" if isinstance(x, (list, tuple)) else type(x).__name__  # noqa: E731
+    kind = lambda x: "a list or tuple" if isinstance(x, (list, tuple)) else type(x).__name__
     if kind(out) != kind(expected) and not (isinstance(out, numbers.Number) and isinstance(expected, numbers.Number)):
         return f"expected {kind(expected)}, got {type(out).__name__}"
     if isinstance(expected, dict) and out.keys() != expected.keys():

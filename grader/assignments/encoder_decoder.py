@@ -267,7 +267,7 @@ def _xattn(x, mem, wq, wk, wv, wo, h, mask=None, *, swap=False, no_mask=False, b
         x, mem = mem, x
     b, n_t, d = x.shape
     hd = d // h
-    split = lambda t: t.view(t.shape[0], t.shape[1], h, hd).transpose(1, 2)  # noqa: E731
+    split = lambda t: t.view(t.shape[0], t.shape[1], h, hd).transpose(1, 2)
     if untransposed:
         wq, wk, wv, wo = wq.T, wk.T, wv.T, wo.T
     if no_mask:

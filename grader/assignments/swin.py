@@ -148,7 +148,7 @@ def _labels(h, w, ws, shift, cuts):
     return _regions(h, ws, shift, cuts)[:, None] * 3 + _regions(w, ws, shift, cuts)[None, :]
 
 
-_RIGHT = lambda n, ws, s: (n - ws, n - s)  # noqa: E731
+_RIGHT = lambda n, ws, s: (n - ws, n - s)
 
 MASK_MISTAKES = [
     Mistake("the mask is inverted: 0 between tokens of the *same* region, -100 between different regions.",

@@ -150,8 +150,8 @@ def autograded(course: Path, student: str):
     return nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
 
 
-def error_of(nb, grade_id: str) -> str:
-    (cell,) = [c for c in nb.cells if grade_id(c) == grade_id]
+def error_of(nb, cell_id: str) -> str:
+    (cell,) = [c for c in nb.cells if grade_id(c) == cell_id]
     return " ".join(f"{o.get('ename')}: {o.get('evalue')}" for o in cell.get("outputs", []) if o.output_type == "error")
 
 

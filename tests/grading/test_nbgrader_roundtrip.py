@@ -42,9 +42,9 @@ def run_grade(course: Path) -> subprocess.CompletedProcess:
     )
 
 
-def with_solution_cell(nb_path: Path, grade_id: str, source: str) -> nbformat.NotebookNode:
+def with_solution_cell(nb_path: Path, cell_id: str, source: str) -> nbformat.NotebookNode:
     nb = nbformat.read(nb_path, as_version=4)
-    (cell,) = [c for c in nb.cells if grade_id(c) == grade_id]
+    (cell,) = [c for c in nb.cells if grade_id(c) == cell_id]
     cell.source = source
     return nb
 
