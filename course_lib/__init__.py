@@ -5,7 +5,7 @@ build on earlier modules, never the reverse:
 
 * :mod:`~course_lib.tokenizer` (01): byte-level BPE.
 * :mod:`~course_lib.positional` (01): token embeddings, sinusoidal, learned,
-  RoPE, 2-D sin-cos, position-embedding resampling.
+  RoPE, 2-D sin-cos, relative position indices, position-embedding resampling.
 * :mod:`~course_lib.attention` (02): scaled dot-product attention (math and
   fused paths, switched by ``attn_impl``), masks.
 * :mod:`~course_lib.multi_head` (03): splitting and merging heads, multi-head
@@ -19,12 +19,21 @@ build on earlier modules, never the reverse:
 * :mod:`~course_lib.decoder_lm` (07): a Llama-style decoder-only LM.
 * :mod:`~course_lib.efficient` (08): the KV-cache step, tiled attention with
   the online softmax, sliding windows.
-* :mod:`~course_lib.vit` (09), :mod:`~course_lib.dinov2` (10),
-  :mod:`~course_lib.swin` (11): the vision models; :mod:`~course_lib.dino`
-  (10): DINO's self-distillation recipe (head, loss, centering, EMA, multi-crop).
+* :mod:`~course_lib.vit` (09): the Vision Transformer, its position variants
+  and the paper's sizes; beside it :mod:`~course_lib.cnn` (09), the residual
+  CNN baseline; :mod:`~course_lib.attention_as_convolution` (09), attention
+  that computes a convolution; :mod:`~course_lib.hybrid` (09), a CNN stem
+  feeding a ViT; :mod:`~course_lib.deit` (09), the distillation token.
+* :mod:`~course_lib.dinov2` (10): DINOv2's backbone (LayerScale, mask token,
+  registers); :mod:`~course_lib.dino` (10): DINO's self-distillation recipe
+  (head, loss, centering, EMA, multi-crop); :mod:`~course_lib.probes` (10):
+  k-NN and linear probes of frozen features; :mod:`~course_lib.masked_image`
+  (10): masked image modelling (MAE, masked patch prediction, BEiT).
+* :mod:`~course_lib.swin` (11): Swin Transformer V1 and V2.
 
 Around them: :mod:`~course_lib.counting` (parameters, FLOPs and bytes of the
 layers), :mod:`~course_lib.interop` (load Hugging Face weights),
+:mod:`~course_lib.zoo` (the course's trained checkpoints, loaded in seconds),
 :mod:`~course_lib.training` and :mod:`~course_lib.data` (the course's trainer
 and synthetic data) and :mod:`~course_lib.experiment` (seeds and checked
 claims). The hidden tests of the exercises live apart, in the ``grader``

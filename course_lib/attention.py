@@ -35,7 +35,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-
 #: the two paths of attention: the explicit math path and PyTorch's fused kernel
 ATTN_IMPLS = ("eager", "sdpa")
 

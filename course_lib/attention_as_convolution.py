@@ -99,7 +99,8 @@ def tokens_to_pixels(tokens: Tensor, grid: tuple[int, int]) -> Tensor:
     """``(batch, seq, dim) -> (batch, dim, height, width)``, the inverse of :func:`pixels_to_tokens`."""
     h, w = _check_grid(grid)
     if tokens.ndim != 3 or tokens.shape[1] != h * w:
-        raise ValueError(f"expected tokens of shape (batch, {h * w}, dim) for a {h}x{w} grid, got {tuple(tokens.shape)}")
+        raise ValueError(f"expected tokens of shape (batch, {h * w}, dim) for a {h}x{w} grid, "
+                         f"got {tuple(tokens.shape)}")
     return tokens.transpose(1, 2).reshape(tokens.shape[0], tokens.shape[2], h, w)
 
 
@@ -159,7 +160,8 @@ class AttentionConvConfig:
 
 
 class AttentionConv(nn.Module):
-    """Multi-head self-attention with ``K^2`` heads and relative position scores: ``(batch, seq, C_in) -> (batch, seq, C_out)``.
+    """Multi-head self-attention with ``K^2`` heads and relative position scores:
+    ``(batch, seq, C_in) -> (batch, seq, C_out)``.
 
     ``self.mha`` is the course's :class:`~course_lib.multi_head.MultiHeadAttention`
     (``dim = C_in``, ``K^2`` heads) with its output projection made ``C_out``
@@ -227,7 +229,8 @@ class AttentionConv(nn.Module):
         dtype = self.mha.v_proj.weight.dtype
         return {"bias": (-self.cfg.alpha * dist2.to(dtype))[None]}
 
-    def forward(self, x: Tensor, grid: tuple[int, int], *, return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, grid: tuple[int, int], *,
+                return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """``x``: ``(batch, seq, C_in)``, the pixels of an ``H x W`` map, row-major (:func:`pixels_to_tokens`).
 
         Returns ``(batch, seq, C_out)``, and with ``return_weights`` the attention
@@ -244,7 +247,8 @@ class AttentionConv(nn.Module):
 
 def attention_from_conv(weight: Tensor, bias: Tensor | None = None, *, border: str = "circular",
                         alpha: float | None = None, attn_impl: str = "eager") -> AttentionConv:
-    """The :class:`AttentionConv` equal to the stride-1 convolution with ``weight`` ``(C_out, C_in, K, K)``, ``bias`` ``(C_out,)``.
+    """The :class:`AttentionConv` equal to the stride-1 convolution with ``weight`` ``(C_out, C_in, K, K)``,
+    ``bias`` ``(C_out,)``.
 
     ``border="circular"`` matches ``nn.Conv2d(C_in, C_out, K, padding=K // 2,
     padding_mode="circular")``, ``"zeros"`` the default zero padding; the layer

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from course_lib.multi_head import KVCache, MultiHeadAttention
 from course_lib.mlp import make_mlp
+from course_lib.multi_head import KVCache, MultiHeadAttention
 from course_lib.norms import make_norm
 
 __all__ = ["LayerScale", "DropPath", "BlockConfig", "Block", "DecoderBlock", "NORM_POSITIONS", "residual"]
@@ -154,8 +154,9 @@ class _Residual(nn.Module):
 
 
 def _attention(cfg: BlockConfig, kv_dim: int | None = None) -> MultiHeadAttention:
-    return MultiHeadAttention(cfg.dim, cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, qkv_bias=cfg.qkv_bias,
-                              out_bias=cfg.out_bias, dropout=cfg.attn_dropout, attn_impl=cfg.attn_impl, kv_dim=kv_dim)
+    return MultiHeadAttention(cfg.dim, cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
+                              qkv_bias=cfg.qkv_bias, out_bias=cfg.out_bias, dropout=cfg.attn_dropout,
+                              attn_impl=cfg.attn_impl, kv_dim=kv_dim)
 
 
 class Block(nn.Module):
@@ -185,7 +186,8 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None, *, return_weights: bool = False,
                 **attn_kwargs) -> Tensor | tuple[Tensor, Tensor]:
-        """``x``: ``(batch, seq, dim)``; ``mask``: boolean, broadcastable to ``(batch, seq, seq)``, ``True`` = may attend.
+        """``x``: ``(batch, seq, dim)``; ``mask``: boolean, broadcastable to ``(batch, seq, seq)``,
+        ``True`` = may attend.
 
         With ``return_weights``, also the attention weights ``(batch, heads, seq, seq)``.
         """

@@ -42,7 +42,8 @@ class ConvNetConfig:
 
 
 class ResidualConvBlock(nn.Module):
-    """``relu(skip(x) + bn2(conv2(relu(bn1(conv1(x))))))``: ``(B, c_in, H, W) -> (B, c_out, H / stride, W / stride)``."""
+    """``relu(skip(x) + bn2(conv2(relu(bn1(conv1(x))))))``:
+    ``(B, c_in, H, W) -> (B, c_out, H / stride, W / stride)``."""
 
     def __init__(self, c_in: int, c_out: int, stride: int = 1):
         super().__init__()

@@ -281,7 +281,8 @@ def vit_flops(cfg, image_size: int | tuple[int, int] | None = None) -> dict[str,
 
 
 def mae_flops(cfg, mask_ratio: float | None = None) -> dict[str, int]:
-    """FLOPs of an MAE (:class:`course_lib.masked_image.MAEConfig`)'s blocks on one image, by :func:`layer_flops` (patch embedding and heads left out).
+    """FLOPs of an MAE (:class:`course_lib.masked_image.MAEConfig`)'s blocks on one image, by
+    :func:`layer_flops` (patch embedding and heads left out).
 
     ``"encoder_full"``: the encoder on all ``1 + N`` tokens (what a ViT pays);
     ``"encoder_masked"``: on ``1 + n_keep`` tokens; ``"decoder"``: the decoder on

@@ -309,7 +309,8 @@ def shapes_with_masks(
     r = uniform(n, 1, 1, low=size / 8, high=size / 3)
     cx = r + uniform(n, 1, 1) * (size - 1 - 2 * r)
     cy = r + uniform(n, 1, 1) * (size - 1 - 2 * r)
-    ys, xs = torch.meshgrid(torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32), indexing="ij")
+    ys, xs = torch.meshgrid(torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32),
+                            indexing="ij")
     u, v = (xs - cx) / r, (ys - cy) / r  # (n, size, size)
     au, av = u.abs(), v.abs()
     inside = torch.stack([
@@ -345,7 +346,8 @@ SCENE_CLASSES = ("square", "circle", "triangle", "cross", "ring", "diamond")
 
 
 def _shape_masks(u: Tensor, v: Tensor) -> Tensor:
-    """``(len(SCENE_CLASSES), ...)`` bool: each class's shape at relative coordinates ``(u, v)`` (see :func:`scenes`)."""
+    """``(len(SCENE_CLASSES), ...)`` bool: each class's shape at relative coordinates ``(u, v)``
+    (see :func:`scenes`)."""
     au, av = u.abs(), v.abs()
     d2 = u**2 + v**2
     return torch.stack([

@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.attention import ATTN_IMPLS
-from course_lib.multi_head import KVCache
 from course_lib.blocks import Block, BlockConfig
 from course_lib.mlp import swiglu, swiglu_hidden_dim  # swiglu: chapter 07's exercise, run by mlp.SwiGLU
+from course_lib.multi_head import KVCache
 from course_lib.norms import RMSNorm
 from course_lib.positional import RotaryEmbedding, TokenEmbedding
 

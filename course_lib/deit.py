@@ -26,13 +26,13 @@ Notation: ``B`` batch, ``N`` patches, ``D`` = ``dim``, ``K`` classes (``num_clas
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.vit import ViT, ViTConfig
+from course_lib.vit import SIZES, ViT, ViTConfig
 
 __all__ = ["DeiTConfig", "DEIT_PRESETS", "DeiT", "prepend_cls_and_distillation_tokens", "hard_distillation_loss",
            "soft_distillation_loss", "combine_heads"]
@@ -56,21 +56,13 @@ class DeiTConfig(ViTConfig):
         if self.num_classes < 1:
             raise ValueError(f"DeiT needs num_classes >= 1 (two classifier heads), got num_classes={self.num_classes}")
 
-    @classmethod
-    def preset(cls, name: str, **overrides) -> "DeiTConfig":
-        """A named size from :data:`DEIT_PRESETS`, with optional field overrides."""
-        if name not in DEIT_PRESETS:
-            raise ValueError(f"unknown DeiT preset {name!r}; known: {sorted(DEIT_PRESETS)}")
-        return replace(cls(**DEIT_PRESETS[name]), **overrides)
-
 
 #: The paper's three sizes (table 1: Ti, S, B at 224 px with 16 x 16 patches) and a tiny CPU one.
 DEIT_PRESETS: dict[str, dict] = {
-    "deit-ti/16": dict(dim=192, n_layers=12, n_heads=3),
-    "deit-s/16": dict(dim=384, n_layers=12, n_heads=6),
-    "deit-b/16": dict(dim=768, n_layers=12, n_heads=12),
+    **{f"deit-{size.lower()}/16": dict(SIZES[size]) for size in ("Ti", "S", "B")},
     "deit-tiny-test": dict(image_size=32, patch_size=8, dim=32, n_layers=2, n_heads=4, num_classes=10),
 }
+DeiTConfig.presets = DEIT_PRESETS  # DeiTConfig.preset(name) reads them
 
 
 class DeiT(ViT):
@@ -99,10 +91,9 @@ class DeiT(ViT):
         """Two tokens before the patches: CLS and the distillation token."""
         return 2
 
-    def embed(self, images: Tensor) -> Tensor:
-        """``(B, C, H, W) -> (B, 2 + N, D)``, by :func:`prepend_cls_and_distillation_tokens`."""
-        grid = self.patch_embed.grid_size(images)
-        patches = self.patch_embed(images)
+    def embed_patches(self, patches: Tensor, grid: tuple[int, int]) -> Tensor:
+        """``(B, N, D)`` patch embeddings -> ``(B, 2 + N, D)``, by :func:`prepend_cls_and_distillation_tokens`
+        (``embed(images)`` and ``forward_features`` call it)."""
         return self.pos_drop(prepend_cls_and_distillation_tokens(patches, self.cls_token, self.dist_token,
                                                                  self.pos_embed_for(grid)))
 
@@ -140,9 +131,9 @@ class DeiT(ViT):
 
         DeiT (section 5.2) reports it rising from 0.06 at the input to 0.93 at the output.
         """
-        x = self.embed(images)
+        patches, grid = self.patch_embed.tokens_and_grid(images)
+        x = self.embed_patches(patches, grid)
         sims = [F.cosine_similarity(x[:, 0], x[:, 1], dim=-1).mean()]
-        grid = self.patch_embed.grid_size(images)
         for i, block in enumerate(self.blocks):
             x = block(x, **self.attention_bias(i, grid))
             if i < len(self.blocks) - 1:

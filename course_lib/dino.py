@@ -34,7 +34,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = ["WeightNormLinear", "DINOHead", "dino_loss", "update_center", "ema_update", "sample_crop_boxes",
-           "multi_crop", "random_multi_crop", "colour_jitter", "softmax_entropy", "dino_train_step", "teacher_momentum", "DINOPair"]
+           "multi_crop", "random_multi_crop", "colour_jitter", "softmax_entropy", "dino_train_step", "teacher_momentum",
+           "DINOPair"]
 
 
 # --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ views) is :mod:`course_lib.dino`, apart from the backbone, as DINOv2 keeps
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -68,13 +68,6 @@ class DINOv2Config(ViTConfig):
         hidden = int(self.dim * self.mlp_ratio)
         return swiglu_hidden_dim(hidden, expansion=1.0, multiple_of=8) if self.mlp == "swiglu" else hidden
 
-    @classmethod
-    def preset(cls, name: str, **overrides) -> "DINOv2Config":
-        """A named size from :data:`DINOV2_PRESETS`, with optional field overrides."""
-        if name not in DINOV2_PRESETS:
-            raise ValueError(f"unknown DINOv2 preset {name!r}; known: {sorted(DINOV2_PRESETS)}")
-        return replace(cls(**DINOV2_PRESETS[name]), **overrides)
-
 
 _SIZES = {
     "s": dict(dim=384, n_layers=12, n_heads=6),
@@ -90,6 +83,7 @@ DINOV2_PRESETS: dict[str, dict] = {
     "dinov2-tiny-reg-test": dict(image_size=56, dim=32, n_layers=2, n_heads=4, n_registers=4, mlp="swiglu",
                                  pos_antialias=True),
 }
+DINOv2Config.presets = DINOV2_PRESETS  # DINOv2Config.preset(name) reads them
 
 
 class DINOv2(ViT):
@@ -120,8 +114,11 @@ class DINOv2(ViT):
                 replaced by the mask token (before positions are added, like
                 HF's ``bool_masked_pos``).
         """
-        grid = self.patch_embed.grid_size(images)
-        patches = self.patch_embed(images)  # (B, N, D)
+        return self.embed_patches(*self.patch_embed.tokens_and_grid(images), masks)
+
+    def embed_patches(self, patches: Tensor, grid: tuple[int, int], masks: Tensor | None = None) -> Tensor:
+        """``(B, N, D)`` patch embeddings of a ``(gh, gw)`` grid -> ``(B, 1 + R + N, D)``; ``masks`` as in
+        :meth:`embed`."""
         if masks is not None:
             if self.mask_token is None:
                 raise ValueError("masks given but the model has no mask token (mask_token=False)")
@@ -129,13 +126,16 @@ class DINOv2(ViT):
                 raise ValueError(f"masks must be boolean of shape (batch, patches) = {tuple(patches.shape[:2])}, "
                                  f"got {masks.dtype} {tuple(masks.shape)}")
             patches = torch.where(masks[..., None], self.mask_token.to(patches.dtype), patches)
-        registers = self.register_tokens if self.register_tokens is not None else patches.new_zeros(1, 0, patches.shape[-1])
+        registers = self.register_tokens
+        if registers is None:
+            registers = patches.new_zeros(1, 0, patches.shape[-1])
         # positions on CLS and patches only; the registers go between them (add_registers)
         return self.pos_drop(add_registers(patches, self.cls_token, registers, self.pos_embed_for(grid)))
 
     def forward_features(self, images: Tensor, masks: Tensor | None = None) -> Tensor:
         """``(B, C, H, W) -> (B, 1 + R + N, D)``; positions are always resampled to the grid."""
-        return self.encode(self.embed(images, masks), self.patch_embed.grid_size(images))
+        patches, grid = self.patch_embed.tokens_and_grid(images)
+        return self.encode(self.embed_patches(patches, grid, masks), grid)
 
 
 # --------------------------------------------------------------------------

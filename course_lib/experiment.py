@@ -42,8 +42,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["SEED_ENV", "THREADS_ENV", "LOG_ENV", "start", "seed", "generator", "reseed", "claim", "evaluate", "quote", "Claim",
-           "ClaimFailed"]
+__all__ = ["SEED_ENV", "THREADS_ENV", "LOG_ENV", "start", "seed", "generator", "reseed", "claim", "evaluate", "quote",
+           "Claim", "ClaimFailed"]
 
 SEED_ENV = "COURSE_SEED"
 THREADS_ENV = "COURSE_THREADS"

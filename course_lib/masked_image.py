@@ -101,7 +101,8 @@ def random_masking(tokens: Tensor, mask_ratio: float, generator: torch.Generator
 def unshuffle(tokens: Tensor, ids_restore: Tensor) -> Tensor:
     """``(B, N, D)`` tokens in shuffled order (kept first, then mask tokens) -> the original order."""
     if tokens.shape[:2] != ids_restore.shape:
-        raise ValueError(f"tokens {tuple(tokens.shape)} and ids_restore {tuple(ids_restore.shape)} differ in (batch, N)")
+        raise ValueError(f"tokens {tuple(tokens.shape)} and ids_restore {tuple(ids_restore.shape)} "
+                         "differ in (batch, N)")
     return tokens.gather(1, ids_restore[..., None].expand(-1, -1, tokens.shape[-1]))
 
 
@@ -233,12 +234,12 @@ class MAE(nn.Module):
                         generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """``(B, C, H, W) -> (latent (B, 1 + n_keep, D), mask (B, N), ids_restore (B, N))``."""
         enc = self.encoder
-        grid = enc.patch_embed.grid_size(images)
+        patches, grid = enc.patch_embed.tokens_and_grid(images)        # (B, N, D)
         if tuple(grid) != tuple(enc.grid):
             raise ValueError(f"the MAE was built for {self.cfg.image_size}x{self.cfg.image_size} images "
                              f"(a {enc.grid} grid), got {tuple(images.shape[-2:])}")
         pos = enc.pos_embed_for(grid)                                  # (1, 1 + N, D)
-        patches = enc.patch_embed(images) + pos[:, 1:]                 # positions first, then drop patches
+        patches = patches + pos[:, 1:]                                 # positions first, then drop patches
         kept, mask, ids_restore = random_masking(patches, self.cfg.mask_ratio if mask_ratio is None else mask_ratio,
                                                  generator)
         cls = (enc.cls_token + pos[:, :1]).expand(images.shape[0], -1, -1)
@@ -455,5 +456,6 @@ def masked_token_loss(logits: Tensor, tokens: Tensor, mask: Tensor) -> Tensor:
     if not mask.any():
         raise ValueError("mask hides no patch: the loss is an average over hidden patches")
     if tokens.min() < 0 or tokens.max() >= logits.shape[-1]:
-        raise ValueError(f"tokens must lie in [0, K={logits.shape[-1]}), got [{int(tokens.min())}, {int(tokens.max())}]")
+        raise ValueError(f"tokens must lie in [0, K={logits.shape[-1]}), "
+                         f"got [{int(tokens.min())}, {int(tokens.max())}]")
     return F.cross_entropy(logits[mask], tokens[mask])

@@ -99,7 +99,8 @@ def multi_head_attention(
         raise ValueError(f"w_q has {w_q.shape[0]} output features, not divisible by n_heads={n_heads}")
     head_dim = w_q.shape[0] // n_heads
     if w_k.shape[0] % head_dim or n_heads % (w_k.shape[0] // head_dim):
-        raise ValueError(f"w_k has {w_k.shape[0]} output features: not a number of heads of width {head_dim} dividing n_heads={n_heads}")
+        raise ValueError(f"w_k has {w_k.shape[0]} output features: not a number of heads of width {head_dim} "
+                         f"dividing n_heads={n_heads}")
     n_kv_heads = w_k.shape[0] // head_dim
     q = split_heads(F.linear(x, w_q, b_q), n_heads)           # (batch, n_heads, seq, head_dim)
     k = split_heads(F.linear(x, w_k, b_k), n_kv_heads)        # (batch, n_kv_heads, seq, head_dim)
@@ -148,8 +149,10 @@ class KVCache(nn.Module):
     def __init__(self, batch: int, n_kv_heads: int, max_len: int, head_dim: int, *, dtype=torch.float32, device=None):
         super().__init__()
         self.max_len, self.length = max_len, 0
-        self.register_buffer("k", torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device), persistent=False)
-        self.register_buffer("v", torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("k", torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device),
+                             persistent=False)
+        self.register_buffer("v", torch.zeros(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device),
+                             persistent=False)
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append ``(batch, n_kv_heads, n_new, head_dim)`` keys/values; return all filled so far."""

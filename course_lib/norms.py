@@ -27,12 +27,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["layer_norm", "rms_norm", "batch_norm", "layer_norm_backward", "NORM_IMPLS", "LayerNorm", "RMSNorm", "make_norm"]
+__all__ = ["layer_norm", "rms_norm", "batch_norm", "layer_norm_backward", "NORM_IMPLS", "LayerNorm", "RMSNorm",
+           "make_norm"]
 
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def _standardize(h: Tensor, mean: Tensor, var: Tensor, eps: float, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+def _standardize(h: Tensor, mean: Tensor, var: Tensor, eps: float, weight: Tensor | None,
+                 bias: Tensor | None) -> Tensor:
     """``(h - mean) / sqrt(var + eps) * weight + bias``: the step LayerNorm and BatchNorm share."""
     y = (h - mean) * torch.rsqrt(var + eps)
     if weight is not None:

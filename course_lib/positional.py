@@ -15,6 +15,9 @@ holds every way the course injects order:
   Hugging Face's Llama uses, with :func:`interleaved_to_half_split` converting
   weights written for the interleaved layout;
 * :func:`sincos_2d`: fixed 2-D sin-cos positions for an image grid;
+* :func:`relative_position_index`: the number of every 2-D offset between two
+  tokens of a grid, which indexes a learned table of relative position biases
+  (ViT's relative positions, Swin's windows);
 * :func:`resample_pos_embed`: resize a ViT's learned grid of positions to
   another resolution (bicubic, as in ViT's fine-tuning at higher resolution).
 """
@@ -39,6 +42,7 @@ __all__ = [
     "RotaryEmbedding",
     "interleaved_to_half_split",
     "sincos_2d",
+    "relative_position_index",
     "resample_pos_embed",
 ]
 
@@ -224,10 +228,30 @@ def sincos_2d(grid_h: int, grid_w: int, dim: int, temperature: float = 10000.0, 
     """
     if dim % 4:
         raise ValueError(f"dim must be divisible by 4 for 2-D sin-cos positions, got {dim}")
-    y, x = torch.meshgrid(torch.arange(grid_h, dtype=torch.float64), torch.arange(grid_w, dtype=torch.float64), indexing="ij")
+    y, x = torch.meshgrid(torch.arange(grid_h, dtype=torch.float64), torch.arange(grid_w, dtype=torch.float64),
+                          indexing="ij")
     omega = temperature ** (-torch.arange(dim // 4, dtype=torch.float64) / (dim // 4))
     y, x = y.flatten()[:, None] * omega, x.flatten()[:, None] * omega
     return torch.cat([y.sin(), y.cos(), x.sin(), x.cos()], dim=1).to(dtype)
+
+
+def relative_position_index(size: int | tuple[int, int], table_size: int | tuple[int, int] | None = None) -> Tensor:
+    """``(N, N)`` long for the ``N = h * w`` tokens of a row-major grid: entry ``[i, j]`` numbers the 2-D
+    offset ``pos_i - pos_j``, the row of a bias table that holds one entry per offset.
+
+    ``size``: the grid ``(h, w)``, or the side of a square window (Swin). The table covers the offsets
+    ``(dy, dx)`` in ``[-(th-1), th-1] x [-(tw-1), tw-1]``, ``(th, tw) = table_size`` (``size`` by
+    default), numbered row-major: ``(dy + th-1) * (2tw-1) + (dx + tw-1)``, ``(2th-1)(2tw-1)`` of them.
+    A table larger than the grid serves it too (Swin V1 runs a window smaller than the one it was built for).
+    """
+    h, w = (size, size) if isinstance(size, int) else size
+    table = (h, w) if table_size is None else table_size
+    th, tw = (table, table) if isinstance(table, int) else table
+    if th < h or tw < w:
+        raise ValueError(f"a table for windows of {table_size} cannot hold the offsets of a window of {size}")
+    coords = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")).flatten(1)  # (2, N)
+    rel = coords[:, :, None] - coords[:, None, :]                                                     # (2, N, N)
+    return (rel[0] + th - 1) * (2 * tw - 1) + (rel[1] + tw - 1)
 
 
 def resample_pos_embed(pos_embed: Tensor, new_grid: tuple[int, int], *, old_grid: tuple[int, int] | None = None,

@@ -33,8 +33,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.attention import attention_weights, padding_mask
-from course_lib.multi_head import KVCache, merge_heads, split_heads
 from course_lib.blocks import Block, BlockConfig, DecoderBlock
+from course_lib.multi_head import KVCache, merge_heads, split_heads
 from course_lib.norms import LayerNorm
 from course_lib.positional import SinusoidalPositionalEncoding, TokenEmbedding
 

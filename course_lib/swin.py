@@ -52,13 +52,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.attention import scaled_dot_product_attention
-from course_lib.multi_head import merge_heads, MultiHeadAttention, split_heads
 from course_lib.blocks import Block, BlockConfig
+from course_lib.multi_head import MultiHeadAttention, merge_heads, split_heads
 from course_lib.norms import LayerNorm
+from course_lib.positional import relative_position_index
 
 __all__ = [
     "SwinConfig", "PRESETS", "window_partition", "window_reverse", "relative_position_index",
-    "log_spaced_relative_coords", "shifted_window_mask", "fit_window", "PatchEmbed", "PatchMerging",
+    "log_spaced_relative_coords", "shifted_window_mask", "fit_window", "SwinPatchEmbed", "PatchMerging",
     "WindowAttention", "swin_block", "SwinStage", "Swin", "shift_regions", "merge_2x2", "cosine_attention",
     "LOGIT_SCALE_MAX", "stage_shapes",
 ]
@@ -170,20 +171,6 @@ def window_reverse(windows: Tensor, ws: int, h: int, w: int) -> Tensor:
     return x.reshape(-1, h, w, c)
 
 
-def relative_position_index(ws: int, table_ws: int | None = None) -> Tensor:
-    """``(N, N)`` long: entry ``[i, j]`` is the row of the bias table for offset ``pos_i - pos_j``.
-
-    The table has one row per offset ``(dy, dx)`` in ``[-(T-1), T-1]^2``,
-    ``T = table_ws`` (``ws`` by default), row ``(dy + T-1) * (2T-1) + (dx + T-1)``.
-    """
-    t = ws if table_ws is None else table_ws
-    if t < ws:
-        raise ValueError(f"a table for windows of {t} cannot hold the offsets of a window of {ws}")
-    coords = torch.stack(torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")).flatten(1)  # (2, N)
-    rel = coords[:, :, None] - coords[:, None, :] + (t - 1)  # (2, N, N), each in [0, 2t-2]
-    return rel[0] * (2 * t - 1) + rel[1]
-
-
 def log_spaced_relative_coords(ws: int, pretrained_ws: int = 0) -> Tensor:
     """Swin V2's CPB input, ``((2ws-1)^2, 2)``: offsets ``(dy, dx)`` in the table order of
     :func:`relative_position_index`, scaled to [-8, 8] by ``pretrained_ws - 1`` (or ``ws - 1``),
@@ -252,11 +239,13 @@ def fit_window(res: int, ws: int, shift: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------
 # Layers
 # --------------------------------------------------------------------------
-class PatchEmbed(nn.Module):
+class SwinPatchEmbed(nn.Module):
     """Patch partition + linear embedding as one strided conv, then LayerNorm.
 
     ``(B, in_chans, height, width) -> ((B, H * W, dim), (H, W))`` with
     ``H = ceil(height / patch)``: the image is zero-padded at the bottom/right.
+    ViT's :class:`~course_lib.vit.PatchEmbed` is the same conv without the padding
+    and the norm, and returns the tokens alone.
     """
 
     def __init__(self, patch: int, in_chans: int, dim: int):
@@ -450,11 +439,12 @@ class Swin(nn.Module):
     def __init__(self, cfg: SwinConfig):
         super().__init__()
         self.cfg = cfg
-        self.patch_embed = PatchEmbed(cfg.patch_size, cfg.in_chans, cfg.dim)
+        self.patch_embed = SwinPatchEmbed(cfg.patch_size, cfg.in_chans, cfg.dim)
         n = sum(cfg.depths)
         rates = [cfg.drop_path_rate * i / max(n - 1, 1) for i in range(n)]  # linearly increasing
         starts = [sum(cfg.depths[:i]) for i in range(len(cfg.depths))]
-        self.stages = nn.ModuleList(SwinStage(cfg, i, rates[s:s + d]) for i, (s, d) in enumerate(zip(starts, cfg.depths)))
+        self.stages = nn.ModuleList(SwinStage(cfg, i, rates[s:s + d])
+                                    for i, (s, d) in enumerate(zip(starts, cfg.depths)))
         self.norm = LayerNorm(cfg.num_features, cfg.norm_eps)
         self.head = nn.Linear(cfg.num_features, cfg.num_classes) if cfg.num_classes else nn.Identity()
         self.apply(self._init_weights)

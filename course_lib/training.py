@@ -41,9 +41,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 import torch.distributed as dist
+import tqdm.auto
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
-import tqdm.auto
 
 from course_lib.seq2seq import transformer_lr
 
@@ -354,7 +354,8 @@ class Trainer:
         config: a :class:`TrainConfig` (defaults when ``None``).
     """
 
-    def __init__(self, model: nn.Module, loss_fn: Callable[[nn.Module, tuple], Tensor], config: TrainConfig | None = None):
+    def __init__(self, model: nn.Module, loss_fn: Callable[[nn.Module, tuple], Tensor],
+                 config: TrainConfig | None = None):
         self.config = config = config if config is not None else TrainConfig()
         self.loss_fn = loss_fn
         self.distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
@@ -375,7 +376,8 @@ class Trainer:
         self.optimizer = make_optimizer(self.model, config)
         wrapped = self.model
         if self.distributed:  # DDP broadcasts rank 0's parameters here
-            wrapped = DistributedDataParallel(wrapped, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            wrapped = DistributedDataParallel(wrapped,
+                                              device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self.wrapped = torch.compile(wrapped) if config.compile else wrapped
         self.step = 0
         self.history: list[dict[str, float]] = []
@@ -413,7 +415,8 @@ class Trainer:
         self.model.train()
         first_record = len(self.history)
         loss_sum, n_losses = torch.zeros((), device=self.device), 0
-        bar = progress(total=cfg.max_steps, initial=self.step, disable=not (cfg.progress and self.is_main), desc="train")
+        bar = progress(total=cfg.max_steps, initial=self.step, disable=not (cfg.progress and self.is_main),
+                       desc="train")
         while self.step < stop:
             batch = next(shard, None)  # pulled only when needed: a second fit goes on where this one stopped
             if batch is None:
@@ -439,7 +442,8 @@ class Trainer:
             dist.all_reduce(loss)
             loss = loss / self.world_size
         loss_value, norm_value = torch.stack([loss, grad_norm.float()]).tolist()  # the one host sync
-        return {"step": self.step, "loss": loss_value, "lr": learning_rate(self.step, self.config), "grad_norm": norm_value}
+        return {"step": self.step, "loss": loss_value, "lr": learning_rate(self.step, self.config),
+                "grad_norm": norm_value}
 
     # ---------------------------------------------------------------- checkpoints
     def save_checkpoint(self, path: str | os.PathLike | None = None) -> None:

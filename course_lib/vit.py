@@ -20,6 +20,7 @@ grid, ``N = gh * gw`` patches, ``T`` tokens (prefix tokens + ``N``), ``D`` = ``d
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import ClassVar, Self
 
 import torch
 import torch.nn.functional as F
@@ -27,11 +28,10 @@ from torch import Tensor, nn
 
 from course_lib.blocks import Block, BlockConfig
 from course_lib.norms import LayerNorm
-from course_lib.positional import resample_pos_embed
+from course_lib.positional import relative_position_index, resample_pos_embed
 
-__all__ = ["patchify", "PatchEmbed", "ViTConfig", "PRESETS", "POSITIONS", "ViT", "RelativePositionBias",
-           "relative_offset_index", "prepend_cls_add_pos", "vit_forward", "patch_distances", "mean_attention_distance",
-           "SIZES", "variant", "zero_head"]
+__all__ = ["patchify", "PatchEmbed", "ViTConfig", "SIZES", "PRESETS", "POSITIONS", "ViT", "RelativePositionBias",
+           "prepend_cls_add_pos", "vit_forward", "patch_distances", "mean_attention_distance", "variant", "zero_head"]
 
 #: How a ViT knows where a patch sits (the ViT paper's ablation, appendix D.4):
 #: ``"learned"`` one learned vector per position of the row-major sequence (1-D, the paper's default);
@@ -98,8 +98,12 @@ class PatchEmbed(nn.Module):
 
     def forward(self, images: Tensor) -> Tensor:
         """``(B, C, H, W) -> (B, N, D)``, patches in row-major order."""
-        self.grid_size(images)
-        return self.proj(images).flatten(2).transpose(1, 2)  # the conv drops any remainder itself
+        return self.tokens_and_grid(images)[0]
+
+    def tokens_and_grid(self, images: Tensor) -> tuple[Tensor, tuple[int, int]]:
+        """``(B, C, H, W) -> ((B, N, D), (gh, gw))``: the patch embeddings and their grid, checked once."""
+        grid = self.grid_size(images)
+        return self.proj(images).flatten(2).transpose(1, 2), grid  # the conv drops any remainder itself
 
     def forward_unfold(self, images: Tensor) -> Tensor:
         """The same result with ``F.unfold`` + a matrix product, for the book's derivation.
@@ -171,6 +175,9 @@ class ViTConfig:
     pos_antialias: bool = False
     crop_remainder: bool = False
 
+    #: The named configs :meth:`preset` reads: :data:`PRESETS` here; each subclass sets its own table.
+    presets: ClassVar[dict[str, dict]] = {}
+
     def __post_init__(self):
         if self.positions not in POSITIONS:
             raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
@@ -205,28 +212,37 @@ class ViTConfig:
                            drop_path=drop_path, attn_impl=self.attn_impl)
 
     @classmethod
-    def preset(cls, name: str, **overrides) -> "ViTConfig":
-        """A named size from :data:`PRESETS`, with optional field overrides."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown ViT preset {name!r}; known: {sorted(PRESETS)}")
-        return replace(cls(**PRESETS[name]), **overrides)
+    def preset(cls, name: str, **overrides) -> Self:
+        """A named config from the class's :attr:`presets` (:data:`PRESETS` for a ViT), with optional field
+        overrides."""
+        if name not in cls.presets:
+            family = cls.__name__.removesuffix("Config")
+            raise ValueError(f"unknown {family} preset {name!r}; known: {sorted(cls.presets)}")
+        return replace(cls(**cls.presets[name]), **overrides)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-#: Published sizes (Dosovitskiy et al., 2021, table 1; Ti and S from DeiT) and tiny CPU ones.
-PRESETS: dict[str, dict] = {
-    "vit-ti/16": dict(dim=192, n_layers=12, n_heads=3),
-    "vit-s/16": dict(dim=384, n_layers=12, n_heads=6),
-    "vit-b/16": dict(dim=768, n_layers=12, n_heads=12),
-    "vit-b/32": dict(dim=768, n_layers=12, n_heads=12, patch_size=32),
-    "vit-l/16": dict(dim=1024, n_layers=24, n_heads=16),
-    "vit-h/14": dict(dim=1280, n_layers=32, n_heads=16, patch_size=14),
-    "vit-tiny-test": dict(image_size=32, patch_size=8, dim=32, n_layers=2, n_heads=4, num_classes=10),
-    "vit-tiny-mean-test": dict(image_size=32, patch_size=8, dim=32, n_layers=2, n_heads=4, num_classes=10,
-                               pool="mean", class_token=False),
+#: The ViT sizes by letter (Dosovitskiy et al., 2021, table 1: B, L, H; DeiT's Ti and S):
+#: blocks ``L``, width ``D``, heads; the MLP is ``4 D`` wide in all of them.
+SIZES: dict[str, dict] = {
+    "Ti": dict(n_layers=12, dim=192, n_heads=3),
+    "S": dict(n_layers=12, dim=384, n_heads=6),
+    "B": dict(n_layers=12, dim=768, n_heads=12),
+    "L": dict(n_layers=24, dim=1024, n_heads=16),
+    "H": dict(n_layers=32, dim=1280, n_heads=16),
 }
+_TINY = dict(image_size=32, patch_size=8, dim=32, n_layers=2, n_heads=4, num_classes=10)
+#: The published models (a size of :data:`SIZES` and a patch side, as :func:`variant` reads their names)
+#: and tiny CPU ones.
+PRESETS: dict[str, dict] = {
+    **{f"vit-{size.lower()}/{patch}": dict(SIZES[size], patch_size=patch)
+       for size, patch in (("Ti", 16), ("S", 16), ("B", 16), ("B", 32), ("L", 16), ("H", 14))},
+    "vit-tiny-test": dict(_TINY),
+    "vit-tiny-mean-test": dict(_TINY, pool="mean", class_token=False),
+}
+ViTConfig.presets = PRESETS
 
 
 # --------------------------------------------------------------------------
@@ -254,7 +270,8 @@ class ViT(nn.Module):
             self.pos_rows = nn.Parameter(torch.randn(1, self.grid[0], cfg.dim // 2) * 0.02)
             self.pos_cols = nn.Parameter(torch.randn(1, self.grid[1], cfg.dim - cfg.dim // 2) * 0.02)
         elif cfg.positions == "relative":
-            self.rel_pos = nn.ModuleList(RelativePositionBias(self.grid, cfg.n_heads, n_cls) for _ in range(cfg.n_layers))
+            self.rel_pos = nn.ModuleList(RelativePositionBias(self.grid, cfg.n_heads, n_cls)
+                                         for _ in range(cfg.n_layers))
         self.pos_drop = nn.Dropout(cfg.dropout)
         rates = [cfg.drop_path_rate * i / max(cfg.n_layers - 1, 1) for i in range(cfg.n_layers)]
         self.blocks = nn.ModuleList(Block(cfg.block_config(r)) for r in rates)
@@ -305,7 +322,8 @@ class ViT(nn.Module):
         return self.patch_embed.proj.weight.new_zeros(1, n_cls + grid[0] * grid[1], self.cfg.dim)
 
     def attention_bias(self, layer: int, grid: tuple[int, int]) -> dict:
-        """The extra arguments of block ``layer``'s attention: ``{"bias": (heads, T, T)}`` for relative positions, else none."""
+        """The extra arguments of block ``layer``'s attention: ``{"bias": (heads, T, T)}`` for relative positions,
+        else none."""
         if self.rel_pos is None:
             return {}
         if tuple(grid) != tuple(self.grid):
@@ -314,8 +332,11 @@ class ViT(nn.Module):
 
     def embed(self, images: Tensor) -> Tensor:
         """``(B, C, H, W) -> (B, 1 + N, D)``: the encoder's input ``z_0`` (eq. 1), by :func:`prepend_cls_add_pos`."""
-        grid = self.patch_embed.grid_size(images)
-        patches, pos = self.patch_embed(images), self.pos_embed_for(grid)
+        return self.embed_patches(*self.patch_embed.tokens_and_grid(images))
+
+    def embed_patches(self, patches: Tensor, grid: tuple[int, int]) -> Tensor:
+        """``(B, N, D)`` patch embeddings of a ``(gh, gw)`` grid -> ``(B, 1 + N, D)``: prefix tokens and positions."""
+        pos = self.pos_embed_for(grid)
         if self.cls_token is None:  # pool="mean" models without a CLS token: positions only
             return self.pos_drop(patches + pos)
         return self.pos_drop(prepend_cls_add_pos(patches, self.cls_token, pos))
@@ -336,7 +357,8 @@ class ViT(nn.Module):
         Any ``H, W`` that are multiples of the patch size work: the positions are
         resampled to the grid (as HF's ``interpolate_pos_encoding=True``).
         """
-        return self.encode(self.embed(images), self.patch_embed.grid_size(images))
+        patches, grid = self.patch_embed.tokens_and_grid(images)
+        return self.encode(self.embed_patches(patches, grid), grid)
 
     def forward_head(self, features: Tensor, pre_logits: bool = False) -> Tensor:
         """``(B, T, D) -> (B, num_classes)``; ``(B, D)`` pooled features if ``pre_logits``.
@@ -362,8 +384,8 @@ class ViT(nn.Module):
         Each block is asked for its weights (``return_weights=True``, always the
         math path); the outputs are those of :meth:`forward_features` up to the final norm.
         """
-        x, maps = self.embed(images), []
-        grid = self.patch_embed.grid_size(images)
+        patches, grid = self.patch_embed.tokens_and_grid(images)
+        x, maps = self.embed_patches(patches, grid), []
         for i, block in enumerate(self.blocks):
             x, w = block(x, return_weights=True, **self.attention_bias(i, grid))
             maps.append(w)
@@ -378,27 +400,14 @@ class ViT(nn.Module):
         return n
 
 
-def relative_offset_index(grid: tuple[int, int]) -> Tensor:
-    """``(N, N)`` long, ``N = gh * gw``: entry ``[i, j]`` numbers the 2-D offset ``pos_i - pos_j`` of two patches.
-
-    Offsets ``(dy, dx)`` in ``[-(gh-1), gh-1] x [-(gw-1), gw-1]`` are numbered
-    row-major: ``(dy + gh-1) * (2gw-1) + (dx + gw-1)``, so there are
-    ``(2gh-1)(2gw-1)`` of them. (Swin's ``relative_position_index`` is the same
-    numbering inside a square window.)
-    """
-    gh, gw = grid
-    coords = torch.stack(torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")).flatten(1)  # (2, N)
-    rel = coords[:, :, None] - coords[:, None, :]                                                        # (2, N, N)
-    return (rel[0] + gh - 1) * (2 * gw - 1) + (rel[1] + gw - 1)
-
-
 class RelativePositionBias(nn.Module):
     """A learned attention-score bias per head for every 2-D offset between patches: ``() -> (heads, T, T)``.
 
     Attention then depends on where a key sits *relative to* the query, not on
     absolute positions (Shaw et al., 2018, in the 2-D form of Swin and BEiT).
     Pairs involving a prefix token (CLS) get one of three extra learned biases
-    per head: prefix to patch, patch to prefix, prefix to prefix.
+    per head: prefix to patch, patch to prefix, prefix to prefix. The offsets are
+    numbered by :func:`~course_lib.positional.relative_position_index`, as Swin's windows.
     """
 
     def __init__(self, grid: tuple[int, int], n_heads: int, n_prefix: int = 1):
@@ -407,7 +416,7 @@ class RelativePositionBias(nn.Module):
         n_offsets = (2 * gh - 1) * (2 * gw - 1)
         self.table = nn.Parameter(torch.zeros(n_heads, n_offsets + 3))
         index = torch.full((n_prefix + gh * gw,) * 2, n_offsets + 2, dtype=torch.long)  # prefix -> prefix
-        index[n_prefix:, n_prefix:] = relative_offset_index(grid)
+        index[n_prefix:, n_prefix:] = relative_position_index(grid)
         index[:n_prefix, n_prefix:] = n_offsets      # a prefix token asks a patch
         index[n_prefix:, :n_prefix] = n_offsets + 1  # a patch asks a prefix token
         self.register_buffer("index", index, persistent=False)
@@ -485,17 +494,6 @@ def mean_attention_distance(weights: Tensor, grid: tuple[int, int], patch: int =
 # --------------------------------------------------------------------------
 # The paper's variants, what one image costs, and the fine-tuning head
 # --------------------------------------------------------------------------
-#: The ViT sizes by letter (Dosovitskiy et al., 2021, table 1: B, L, H; DeiT's Ti and S):
-#: blocks ``L``, width ``D``, heads; the MLP is ``4 D`` wide in all of them.
-SIZES: dict[str, dict] = {
-    "Ti": dict(n_layers=12, dim=192, n_heads=3),
-    "S": dict(n_layers=12, dim=384, n_heads=6),
-    "B": dict(n_layers=12, dim=768, n_heads=12),
-    "L": dict(n_layers=24, dim=1024, n_heads=16),
-    "H": dict(n_layers=32, dim=1280, n_heads=16),
-}
-
-
 def variant(name: str, **overrides) -> ViTConfig:
     """The config of a ViT named as in the paper: ``"ViT-L/16"`` is the Large size with ``16 x 16`` patches.
 

@@ -23,7 +23,8 @@ def square(value, name: str) -> int:
 
 
 def load_checked(model: nn.Module, state: dict[str, Tensor]) -> nn.Module:
-    """``model.load_state_dict(state, strict=True)``, with a ValueError naming the first missing, extra or misshaped key."""
+    """``model.load_state_dict(state, strict=True)``, with a ValueError naming the first missing, extra or
+    misshaped key."""
     own = model.state_dict()
     missing = sorted(set(own) - set(state))
     extra = sorted(set(state) - set(own))

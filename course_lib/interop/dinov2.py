@@ -19,8 +19,7 @@ import re
 from torch import Tensor, nn
 
 from course_lib.dinov2 import DINOv2, DINOv2Config
-from course_lib.interop.common import load_checked, rename, square
-from course_lib.interop.common import HF_ACTIVATIONS
+from course_lib.interop.common import HF_ACTIVATIONS, load_checked, rename, square
 
 __all__ = ["config_from_hf", "convert_state_dict", "load_hf_state_dict", "from_hf"]
 

@@ -1,8 +1,8 @@
 """Hugging Face ``ViTModel`` / ``ViTForImageClassification`` -> :class:`course_lib.vit.ViT`.
 
     vit = from_hf(hf_model)
-    vit.forward_features(x)  == hf_model(x, interpolate_pos_encoding=True).last_hidden_state   # ViTModel
-    vit(x)                   == hf_model(x, interpolate_pos_encoding=True).logits              # ...ForImageClassification
+    vit.forward_features(x) == hf_model(x, interpolate_pos_encoding=True).last_hidden_state  # ViTModel
+    vit(x)                  == hf_model(x, interpolate_pos_encoding=True).logits  # ...ForImageClassification
 
 Not converted, on purpose: ``ViTModel``'s pooler (``pooler.dense`` + tanh, on
 by default, ``add_pooling_layer=True``), which no classifier uses

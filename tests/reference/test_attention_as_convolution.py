@@ -1,4 +1,5 @@
-"""Specification of course_lib.attention_as_convolution (chapter 09): attention with K^2 heads is a K x K convolution."""
+"""Specification of course_lib.attention_as_convolution (chapter 09): attention with K^2 heads is a K x K
+convolution."""
 
 from __future__ import annotations
 
@@ -7,9 +8,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.attention_as_convolution import (AttentionConv, AttentionConvConfig, attention_from_conv,
-                                                 attention_from_conv2d, kernel_offsets, offset_sq_distances,
-                                                 pixels_to_tokens, tokens_to_pixels)
+from course_lib.attention_as_convolution import (
+    AttentionConv,
+    AttentionConvConfig,
+    attention_from_conv,
+    attention_from_conv2d,
+    kernel_offsets,
+    offset_sq_distances,
+    pixels_to_tokens,
+    tokens_to_pixels,
+)
 
 CASES = [  # (kernel_size, C_in, C_out, H, W)
     (1, 3, 5, 4, 6),

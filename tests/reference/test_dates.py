@@ -7,8 +7,19 @@ import datetime as dt
 import pytest
 import torch
 
-from course_lib.data import (BOS, DATE_CHARS, DATE_FORMATS, DATE_HOLDOUT, EOS, N_SPECIAL, PAD, date_pairs,
-                             decode_dates, encode_dates, format_date)
+from course_lib.data import (
+    BOS,
+    DATE_CHARS,
+    DATE_FORMATS,
+    DATE_HOLDOUT,
+    EOS,
+    N_SPECIAL,
+    PAD,
+    date_pairs,
+    decode_dates,
+    encode_dates,
+    format_date,
+)
 
 FIRST = dt.date(1900, 1, 1).toordinal()
 

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import interop
-from course_lib.multi_head import KVCache
 from course_lib.decoder_lm import DecoderLM, DecoderLMConfig
 from course_lib.interop import llama as L
+from course_lib.multi_head import KVCache
 
 transformers = pytest.importorskip("transformers")
 

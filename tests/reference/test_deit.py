@@ -8,8 +8,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.deit import (DEIT_PRESETS, DeiT, DeiTConfig, combine_heads, hard_distillation_loss,
-                             prepend_cls_and_distillation_tokens, soft_distillation_loss)
+from course_lib.deit import (
+    DEIT_PRESETS,
+    DeiT,
+    DeiTConfig,
+    combine_heads,
+    hard_distillation_loss,
+    prepend_cls_and_distillation_tokens,
+    soft_distillation_loss,
+)
 from course_lib.vit import ViT
 
 
@@ -36,7 +43,8 @@ def _explicit_ce(logits, targets):
 
 def test_hard_loss_is_half_ce_on_labels_plus_half_ce_on_the_teachers_argmax():
     cls, dist, teacher, labels = _logits()
-    y_t = torch.tensor([int(max(range(teacher.shape[1]), key=lambda c: teacher[i, c])) for i in range(teacher.shape[0])])
+    y_t = torch.tensor([int(max(range(teacher.shape[1]), key=lambda c: teacher[i, c]))
+                        for i in range(teacher.shape[0])])
     expected = 0.5 * _explicit_ce(cls, labels) + 0.5 * _explicit_ce(dist, y_t)
     torch.testing.assert_close(hard_distillation_loss(cls, dist, teacher, labels), expected)
 
@@ -100,7 +108,8 @@ def test_soft_loss_sends_no_gradient_to_the_teacher_and_lam_zero_is_plain_ce():
     teacher.requires_grad_(True)
     loss = soft_distillation_loss(cls, dist, teacher, labels)
     assert not loss.requires_grad or torch.autograd.grad(loss, teacher, allow_unused=True)[0] is None
-    torch.testing.assert_close(soft_distillation_loss(cls, dist, teacher, labels, lam=0.0), F.cross_entropy(cls, labels))
+    torch.testing.assert_close(soft_distillation_loss(cls, dist, teacher, labels, lam=0.0),
+                               F.cross_entropy(cls, labels))
     # the KL term is zero when the distillation head already predicts the teacher's distribution
     torch.testing.assert_close(soft_distillation_loss(cls, teacher.detach(), teacher, labels, lam=1.0),
                                torch.zeros((), dtype=torch.float64))

@@ -37,7 +37,8 @@ def image_models():
     return {
         "vit": (lambda impl: ViT(ViTConfig.preset("vit-tiny-test", attn_impl=impl)), (2, 3, 32, 48)),
         "vit-mean": (lambda impl: ViT(ViTConfig.preset("vit-tiny-mean-test", attn_impl=impl)), (2, 3, 32, 32)),
-        "dinov2-reg": (lambda impl: DINOv2(DINOv2Config.preset("dinov2-tiny-reg-test", attn_impl=impl)), (2, 3, 42, 56)),
+        "dinov2-reg": (lambda impl: DINOv2(DINOv2Config.preset("dinov2-tiny-reg-test", attn_impl=impl)),
+                       (2, 3, 42, 56)),
         "swin": (lambda impl: Swin(SwinConfig.preset("swin-tiny-test", attn_impl=impl)), (2, 3, 44, 36)),
         "swinv2": (lambda impl: Swin(SwinConfig.preset("swinv2-tiny-test", attn_impl=impl)), (2, 3, 32, 32)),
     }
@@ -111,9 +112,11 @@ def test_cached_decoding_step_makes_no_host_sync():
 
 
 def all_models():
-    out = {name: (lambda impl, make=make, shape=shape: (make(impl), (torch.randn(shape),))) for name, (make, shape) in image_models().items()}
+    out = {name: (lambda impl, make=make, shape=shape: (make(impl), (torch.randn(shape),)))
+           for name, (make, shape) in image_models().items()}
     out["decoder-lm"] = lambda impl: (sequence_models()["decoder-lm"](impl), (torch.randint(0, 256, (2, 7)),))
-    out["seq2seq"] = lambda impl: (sequence_models()["seq2seq"](impl), (torch.randint(3, 8, (2, 5)), torch.randint(3, 8, (2, 6))))
+    out["seq2seq"] = lambda impl: (sequence_models()["seq2seq"](impl),
+                                   (torch.randint(3, 8, (2, 5)), torch.randint(3, 8, (2, 6))))
     return out
 
 

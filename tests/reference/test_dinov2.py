@@ -392,6 +392,7 @@ def test_dino_loss_and_center_keep_float64():
 
 def test_dino_train_step_updates_student_teacher_and_center():
     import copy
+
     from course_lib.dino import dino_train_step, random_multi_crop
     torch.manual_seed(0)
     cfg = DINOv2Config(image_size=28, patch_size=7, dim=16, n_layers=1, n_heads=2, layerscale=0.1)

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import attention as A
-from course_lib import efficient as E
 from course_lib import counting as C
+from course_lib import efficient as E
 
 
 def rand(*shape, dtype=torch.float64, seed=0, spread=1.0):
@@ -47,10 +47,13 @@ def test_tiled_attention_is_causal_flag_matches_the_causal_mask():
 
 
 def test_tiled_attention_is_stable_for_huge_scores_in_float32():
-    q, k, v = rand(4, 8, dtype=torch.float32, seed=1, spread=40.0), rand(10, 8, dtype=torch.float32, seed=2, spread=40.0), rand(10, 3, dtype=torch.float32, seed=3)
+    q = rand(4, 8, dtype=torch.float32, seed=1, spread=40.0)
+    k = rand(10, 8, dtype=torch.float32, seed=2, spread=40.0)
+    v = rand(10, 3, dtype=torch.float32, seed=3)
     out = E.tiled_attention(q, k, v, 3)
     assert torch.isfinite(out).all()
-    torch.testing.assert_close(out.double(), A.scaled_dot_product_attention(q.double(), k.double(), v.double()), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(out.double(), A.scaled_dot_product_attention(q.double(), k.double(), v.double()),
+                               atol=1e-4, rtol=1e-4)
 
 
 def test_tiled_attention_gradients_match_sdpa():
@@ -90,7 +93,8 @@ def test_decoding_token_by_token_with_the_cache_equals_causal_attention():
     k_cache, v_cache = k[..., :0, :], v[..., :0, :]
     outs = []
     for t in range(7):
-        out, k_cache, v_cache = E.decode_step_with_cache(q[..., t:t + 1, :], k[..., t:t + 1, :], v[..., t:t + 1, :], k_cache, v_cache)
+        out, k_cache, v_cache = E.decode_step_with_cache(q[..., t:t + 1, :], k[..., t:t + 1, :], v[..., t:t + 1, :],
+                                                         k_cache, v_cache)
         outs.append(out)
     torch.testing.assert_close(torch.cat(outs, dim=-2), full)
     torch.testing.assert_close(k_cache, k)

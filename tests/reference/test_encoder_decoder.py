@@ -4,7 +4,6 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.multi_head import MultiHeadAttention
-from course_lib.blocks import BlockConfig, DecoderBlock
 from course_lib.seq2seq import cross_attention, decoder_self_attention_mask, label_smoothed_loss
 
 
@@ -26,7 +25,8 @@ def test_cross_attention_matches_the_module():
     mha = MultiHeadAttention(16, 4, kv_dim=16, bias=False)
     x, mem = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
     mask = torch.tensor([[True] * 5, [True, True, False, False, False]])[:, None, :]
-    ours = cross_attention(x, mem, mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight, mha.out_proj.weight, 4, mask)
+    ours = cross_attention(x, mem, mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight, mha.out_proj.weight, 4,
+                           mask)
     with torch.no_grad():
         theirs = mha(x, mem, mask=mask)
     assert torch.allclose(ours, theirs, atol=1e-5)

@@ -17,13 +17,16 @@ def tiny_hf(name: str):
     swin = dict(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=4)
     make = {
         "ViTModel": lambda: T.ViTModel(T.ViTConfig(image_size=32, patch_size=8, **vision), add_pooling_layer=False),
-        "ViTForImageClassification": lambda: T.ViTForImageClassification(T.ViTConfig(image_size=32, patch_size=8, num_labels=5, **vision)),
+        "ViTForImageClassification": lambda: T.ViTForImageClassification(
+            T.ViTConfig(image_size=32, patch_size=8, num_labels=5, **vision)),
         "Dinov2Model": lambda: T.Dinov2Model(T.Dinov2Config(image_size=28, patch_size=14, **vision)),
-        "Dinov2WithRegistersModel": lambda: T.Dinov2WithRegistersModel(T.Dinov2WithRegistersConfig(image_size=28, patch_size=14, num_register_tokens=2, **vision)),
+        "Dinov2WithRegistersModel": lambda: T.Dinov2WithRegistersModel(
+            T.Dinov2WithRegistersConfig(image_size=28, patch_size=14, num_register_tokens=2, **vision)),
         "SwinModel": lambda: T.SwinModel(T.SwinConfig(**swin)),
         "Swinv2Model": lambda: T.Swinv2Model(T.Swinv2Config(**swin)),
-        "LlamaForCausalLM": lambda: T.LlamaForCausalLM(T.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)),
+        "LlamaForCausalLM": lambda: T.LlamaForCausalLM(T.LlamaConfig(
+            vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64)),
     }[name]
     return make().eval()
 
@@ -40,8 +43,8 @@ def outputs(name, hf, ours):
 
 
 def test_every_supported_class_is_covered_here():
-    assert set(interop.SUPPORTED) == {"ViTModel", "ViTForImageClassification", "Dinov2Model", "Dinov2WithRegistersModel",
-                                      "SwinModel", "Swinv2Model", "LlamaForCausalLM"}
+    assert set(interop.SUPPORTED) == {"ViTModel", "ViTForImageClassification", "Dinov2Model",
+                                      "Dinov2WithRegistersModel", "SwinModel", "Swinv2Model", "LlamaForCausalLM"}
 
 
 @pytest.mark.parametrize("name", sorted(interop.SUPPORTED))

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import attention as A
-from course_lib import multi_head as MH
 from course_lib import blocks as B
 from course_lib import mlp as M
+from course_lib import multi_head as MH
 from course_lib import norms as N
 from course_lib import positional as P
 
@@ -157,10 +157,12 @@ def test_interleaved_rope_weights_convert_to_half_split():
         inv = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         ang = pos[:, None, None].double() * inv
         a, b = t[..., 0], t[..., 1]
-        return torch.stack([a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()], -1).view(3, n_heads, head_dim)
+        rotated = torch.stack([a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()], -1)
+        return rotated.view(3, n_heads, head_dim)
 
     cos, sin = P.rope_cos_sin(pos, head_dim, dtype=torch.float64)
-    half = P.apply_rope((x @ P.interleaved_to_half_split(w, n_heads).T).view(3, n_heads, head_dim).transpose(0, 1), cos, sin)
+    q_half = (x @ P.interleaved_to_half_split(w, n_heads).T).view(3, n_heads, head_dim).transpose(0, 1)
+    half = P.apply_rope(q_half, cos, sin)
     inter = rope_interleaved(x @ w.T).transpose(0, 1)
     # same scores: the two layouts differ by a permutation of features within each head
     torch.testing.assert_close(half @ half.transpose(-1, -2), inter @ inter.transpose(-1, -2))
@@ -179,7 +181,8 @@ def test_resampling_to_the_same_grid_is_the_identity_and_keeps_prefix_tokens():
     assert out.shape == (1, 1 + 18, 8)
     torch.testing.assert_close(out[:, :1], pe[:, :1])
     grid = pe[:, 1:].reshape(1, 4, 4, 8).permute(0, 3, 1, 2)
-    expected = F.interpolate(grid, size=(6, 3), mode="bicubic", align_corners=False).permute(0, 2, 3, 1).reshape(1, 18, 8)
+    expected = F.interpolate(grid, size=(6, 3), mode="bicubic", align_corners=False)
+    expected = expected.permute(0, 2, 3, 1).reshape(1, 18, 8)
     torch.testing.assert_close(out[:, 1:], expected)
 
 
@@ -221,7 +224,8 @@ def test_kv_heads_must_divide_heads():
 
 
 @settings(max_examples=15, deadline=None)
-@given(n_kv=st.sampled_from([1, 2, 4]), prompt=st.integers(1, 6), steps=st.integers(1, 5), impl=st.sampled_from(["eager", "sdpa"]))
+@given(n_kv=st.sampled_from([1, 2, 4]), prompt=st.integers(1, 6), steps=st.integers(1, 5),
+       impl=st.sampled_from(["eager", "sdpa"]))
 def test_incremental_decoding_with_the_cache_equals_the_full_pass(n_kv, prompt, steps, impl):
     torch.manual_seed(0)
     attn = MH.MultiHeadAttention(16, 4, n_kv_heads=n_kv, attn_impl=impl).double().eval()
@@ -262,7 +266,8 @@ def test_a_bias_of_minus_infinity_is_a_mask():
     mask = torch.rand(4, 6, generator=torch.Generator().manual_seed(0)) < 0.5
     mask[:, 0] = True
     bias = torch.zeros(4, 6, dtype=torch.float64).masked_fill(~mask, float("-inf"))
-    torch.testing.assert_close(A.scaled_dot_product_attention(q, k, v, bias=bias), A.scaled_dot_product_attention(q, k, v, mask))
+    torch.testing.assert_close(A.scaled_dot_product_attention(q, k, v, bias=bias),
+                               A.scaled_dot_product_attention(q, k, v, mask))
 
 
 def test_repeat_kv_gives_each_kv_head_a_contiguous_block_of_query_heads():

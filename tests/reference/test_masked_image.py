@@ -7,10 +7,20 @@ import math
 import pytest
 import torch
 
-from course_lib.masked_image import (MAE, MAEConfig, PatchKMeansTokenizer, blockwise_mask, corrupt_patches,
-                                     masked_patch_loss, masked_token_loss, mean_colour_classes,
-                                     patch_targets, random_masking, unshuffle)
 from course_lib.counting import mae_flops
+from course_lib.masked_image import (
+    MAE,
+    MAEConfig,
+    PatchKMeansTokenizer,
+    blockwise_mask,
+    corrupt_patches,
+    masked_patch_loss,
+    masked_token_loss,
+    mean_colour_classes,
+    patch_targets,
+    random_masking,
+    unshuffle,
+)
 from course_lib.vit import patchify
 
 TINY = dict(image_size=16, patch_size=4, dim=32, n_layers=2, n_heads=4, decoder_dim=16, decoder_layers=1,

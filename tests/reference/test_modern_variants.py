@@ -5,9 +5,9 @@ import torch.nn.functional as F
 
 import grader as grading
 from course_lib.decoder_lm import DecoderLM, DecoderLMConfig, next_token_loss, sample_next_token, swiglu
-from grader.assignments import modern
 from course_lib.mlp import SwiGLU
 from course_lib.positional import apply_rope, rope_cos_sin
+from grader.assignments import modern
 
 
 def test_swiglu_matches_module():
@@ -47,7 +47,8 @@ def test_grading_references_agree_with_course_lib():
                                apply_rope(x, *rope_cos_sin(pos, 8, 100.0)), rtol=1e-5, atol=1e-5)
     logits = torch.randn(4, 9)
     g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
-    assert torch.equal(modern.reference_sample_next_token(logits, 0.7, 3, g1), sample_next_token(logits, 0.7, 3, False, g2))
+    assert torch.equal(modern.reference_sample_next_token(logits, 0.7, 3, g1),
+                       sample_next_token(logits, 0.7, 3, False, g2))
 
 
 def _pre(x, a, m, n1, n2):

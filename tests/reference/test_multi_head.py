@@ -43,7 +43,8 @@ def test_functional_mha_applies_masks_like_the_module(mask_kind):
     x = rand(3, 6, 16, seed=2)
     with torch.no_grad():
         if mask_kind == "causal":
-            expected, got = mha(x, is_causal=True), MH.multi_head_attention(x, n_heads=4, is_causal=True, **weights_of(mha))
+            expected = mha(x, is_causal=True)
+            got = MH.multi_head_attention(x, n_heads=4, is_causal=True, **weights_of(mha))
         else:
             pad = A.padding_mask(torch.tensor([6, 3, 1]), 6)
             expected, got = mha(x, mask=pad), MH.multi_head_attention(x, n_heads=4, mask=pad, **weights_of(mha))
@@ -63,7 +64,8 @@ def test_functional_mha_matches_torch_multihead_attention():
 
 
 def test_one_head_is_plain_attention_with_projections():
-    x, w_q, w_k, w_v, w_o = rand(2, 5, 8), rand(8, 8, seed=1), rand(8, 8, seed=2), rand(8, 8, seed=3), rand(8, 8, seed=4)
+    x = rand(2, 5, 8)
+    w_q, w_k, w_v, w_o = rand(8, 8, seed=1), rand(8, 8, seed=2), rand(8, 8, seed=3), rand(8, 8, seed=4)
     plain = A.scaled_dot_product_attention(x @ w_q.T, x @ w_k.T, x @ w_v.T) @ w_o.T
     torch.testing.assert_close(MH.multi_head_attention(x, w_q, w_k, w_v, w_o, 1), plain, rtol=1e-12, atol=1e-12)
 
@@ -91,7 +93,8 @@ def test_head_sum_rejects_a_mismatched_output_weight():
 
 # ---------------------------------------------------------------- parameter count
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("dim, n_heads, n_kv_heads", [(16, 4, None), (64, 8, 2), (64, 8, 1), (12, 12, 3), (10, 1, None)])
+@pytest.mark.parametrize("dim, n_heads, n_kv_heads",
+                         [(16, 4, None), (64, 8, 2), (64, 8, 1), (12, 12, 3), (10, 1, None)])
 def test_param_count_equals_the_module(dim, n_heads, n_kv_heads, bias):
     mha = MH.MultiHeadAttention(dim, n_heads, n_kv_heads=n_kv_heads, bias=bias)
     assert C.mha_param_count(dim, n_heads, n_kv_heads, bias=bias) == sum(p.numel() for p in mha.parameters())

@@ -92,7 +92,8 @@ def test_multi_head_attention_runs_split_and_merge_heads(monkeypatch):
 @pytest.mark.parametrize("bad", ["fused", "flash", "", None])
 def test_an_unknown_attention_path_is_rejected_by_name(bad):
     q = torch.randn(1, 2, 3, 4)
-    with pytest.raises(ValueError, match=r"attn_impl must be one of \('eager', 'sdpa'\), got " + repr(bad).replace("'", "\\'")):
+    expected = r"attn_impl must be one of \('eager', 'sdpa'\), got " + repr(bad).replace("'", "\\'")
+    with pytest.raises(ValueError, match=expected):
         attention.scaled_dot_product_attention(q, q, q, attn_impl=bad)
 
 
@@ -103,7 +104,8 @@ def test_an_unknown_norm_path_is_rejected_by_name(cls):
 
 
 def test_configs_share_one_vocabulary():
-    """Width is `dim`, heads `n_heads`, blocks `n_layers`, the MLP hidden width `mlp_hidden`, the attention path `attn_impl`."""
+    """Width is `dim`, heads `n_heads`, blocks `n_layers`, the MLP hidden width `mlp_hidden`, the attention path
+    `attn_impl`."""
     from dataclasses import fields
     for cfg in (ViTConfig, DINOv2Config, DecoderLMConfig, Seq2SeqConfig, SwinConfig, blocks.BlockConfig):
         names = {f.name for f in fields(cfg)}

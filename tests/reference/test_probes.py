@@ -56,7 +56,8 @@ def test_a_linear_probe_separates_what_is_linearly_separable_and_not_noise():
                                 torch.randn(300, 6, generator=g), torch.randint(0, 3, (300,), generator=g))
     assert abs(acc - 1 / 3) < 0.12
     # deterministic: no seed inside
-    assert linear_probe_accuracy(train_f, train_y, test_f, test_y) == linear_probe_accuracy(train_f, train_y, test_f, test_y)
+    first = linear_probe_accuracy(train_f, train_y, test_f, test_y)
+    assert linear_probe_accuracy(train_f, train_y, test_f, test_y) == first
 
 
 def test_views_find_each_other_when_features_keep_the_image():
@@ -68,7 +69,8 @@ def test_views_find_each_other_when_features_keep_the_image():
     half = base.clone()
     half[100:] = torch.randn(100, 16, generator=g)  # half the pairs lose their common content
     assert 0.45 <= view_retrieval_accuracy(base, half) <= 0.55
-    with pytest.raises(ValueError, match=r"views must be two \(m, D\) tensors of one shape, got \(200, 16\) and \(199, 16\)"):
+    expected = r"views must be two \(m, D\) tensors of one shape, got \(200, 16\) and \(199, 16\)"
+    with pytest.raises(ValueError, match=expected):
         view_retrieval_accuracy(base, base[:199])
 
 

@@ -16,7 +16,7 @@ CHAPTER = {
     "swin": 11, "attention_as_convolution": 9, "hybrid": 9, "deit": 9, "masked_image": 10,
 }
 #: tools around the book, free to import any chapter's module
-UTILITIES = {"__init__", "grading", "training", "data", "interop", "experiment", "counting", "zoo"}
+UTILITIES = {"__init__", "training", "data", "interop", "experiment", "counting", "zoo"}
 
 
 def course_lib_imports(path: Path) -> set[str]:
@@ -31,20 +31,34 @@ def course_lib_imports(path: Path) -> set[str]:
                 if alias.name.startswith("course_lib."):
                     found.add(alias.name.split(".")[1])
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            module = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            names = [a.name for a in node.names] + module
             for n in names:
-                assert not n.split(".")[0] in {"chapters", "exercises", "solutions", "tests", "nbtools"}, (
+                assert n.split(".")[0] not in {"chapters", "exercises", "solutions", "tests", "nbtools"}, (
                     f"{path.name} imports {n}: course_lib never imports the book, the exercises or the tests"
                 )
     return found
 
 
 MODULES = sorted(p for p in (ROOT / "course_lib").glob("*.py"))
+PACKAGES = sorted(p for p in (ROOT / "course_lib").iterdir() if (p / "__init__.py").is_file())
 
 
-def test_every_module_is_assigned_to_a_chapter_or_is_a_utility():
-    unknown = {p.stem for p in MODULES} - set(CHAPTER) - UTILITIES
-    assert not unknown, f"modules with no chapter in tests/reference/test_structure.py: {unknown}"
+def test_the_tables_list_exactly_course_libs_modules():
+    """Every module and package of course_lib has a chapter or is a utility, and nothing else is listed."""
+    present = {p.stem for p in MODULES} | {p.name for p in PACKAGES}
+    listed = set(CHAPTER) | UTILITIES
+    assert not present - listed, f"modules with no chapter in tests/reference/test_structure.py: {present - listed}"
+    assert not listed - present, f"listed here but absent from course_lib: {listed - present}"
+    assert not set(CHAPTER) & UTILITIES, f"both a chapter's module and a utility: {set(CHAPTER) & UTILITIES}"
+
+
+def test_the_package_docstring_indexes_every_module():
+    import course_lib
+
+    names = ({p.stem for p in MODULES} | {p.name for p in PACKAGES}) - {"__init__"}
+    missing = sorted(n for n in names if f":mod:`~course_lib.{n}`" not in course_lib.__doc__)
+    assert not missing, f"course_lib/__init__.py's module index does not name {missing}"
 
 
 @pytest.mark.parametrize("path", [p for p in MODULES if p.stem in CHAPTER], ids=lambda p: p.stem)

@@ -10,11 +10,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import interop
-from course_lib.multi_head import split_heads
-from course_lib import swin as S
 from course_lib import counting as C
+from course_lib import interop
+from course_lib import swin as S
 from course_lib.interop.swin import from_hf
+from course_lib.multi_head import split_heads
 
 transformers = pytest.importorskip("transformers")
 
@@ -130,7 +130,8 @@ def test_window_partition_and_reverse_are_inverses(b, nh, nw, ws, c):
     assert torch.equal(S.window_reverse(windows, ws, nh * ws, nw * ws), x)
     # window k of image 0 is the ws x ws block at row k // nw, column k % nw
     k = nh * nw - 1
-    assert torch.equal(windows[k].view(ws, ws, c), x[0, (k // nw) * ws:(k // nw + 1) * ws, (k % nw) * ws:(k % nw + 1) * ws])
+    row, col = k // nw, k % nw
+    assert torch.equal(windows[k].view(ws, ws, c), x[0, row * ws:(row + 1) * ws, col * ws:(col + 1) * ws])
 
 
 def test_window_partition_rejects_a_map_that_does_not_divide():
@@ -152,7 +153,7 @@ def test_relative_position_index_is_antisymmetric_about_the_zero_offset(ws):
 
 
 def test_a_smaller_window_reads_the_same_offsets_from_a_bigger_table():
-    small, big = S.relative_position_index(3), S.relative_position_index(3, table_ws=5)
+    small, big = S.relative_position_index(3), S.relative_position_index(3, table_size=5)
     table = torch.arange(81).view(9, 9)
     assert torch.equal(table[2:7, 2:7].reshape(-1)[small], table.reshape(-1)[big])
 
@@ -344,7 +345,8 @@ def test_cosine_attention_matches_explicit_formula_and_clamps(heads, n, log_tau)
 
 def test_stage_shapes_of_swin_t_follow_the_paper():
     rows = S.stage_shapes(S.SwinConfig.preset("swin-t"))
-    assert [(r["height"], r["width"], r["dim"]) for r in rows] == [(56, 56, 96), (28, 28, 192), (14, 14, 384), (7, 7, 768)]
+    assert [(r["height"], r["width"], r["dim"]) for r in rows] == [(56, 56, 96), (28, 28, 192), (14, 14, 384),
+                                                                    (7, 7, 768)]
     assert [r["window"] for r in rows] == [7, 7, 7, 7]
 
 

@@ -1,4 +1,5 @@
-"""course_lib.training and course_lib.data: schedules, AdamW's decay rule, the trainer, data parallelism, synthetic data."""
+"""course_lib.training and course_lib.data: schedules, AdamW's decay rule, the trainer, data parallelism, synthetic
+data."""
 
 from __future__ import annotations
 
@@ -139,7 +140,8 @@ def test_only_parameters_with_two_or_more_dims_are_in_the_decayed_group():
     decay, no_decay = T.param_groups(model, 0.1)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     assert {id(p) for p in decay["params"]} == {id(model.embed.weight)}  # the tied matrix, once
-    assert {id(p) for p in no_decay["params"]} == {id(model.norm.weight), id(model.norm.bias), id(model.head.bias), id(model.scale)}
+    expected = {id(model.norm.weight), id(model.norm.bias), id(model.head.bias), id(model.scale)}
+    assert {id(p) for p in no_decay["params"]} == expected
 
 
 def test_a_model_can_exempt_a_matrix_by_name():
@@ -169,7 +171,8 @@ class ReverseMLP(nn.Module):
         super().__init__()
         self.length, self.vocab = length, vocab
         self.embed = nn.Embedding(vocab, width)
-        self.net = nn.Sequential(nn.Flatten(), nn.Linear(width * (length + 1), hidden), nn.GELU(), nn.Linear(hidden, length * vocab))
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(width * (length + 1), hidden), nn.GELU(),
+                                 nn.Linear(hidden, length * vocab))
 
     def forward(self, source):  # (batch, length + 1) -> (batch, length, vocab)
         return self.net(self.embed(source)).view(-1, self.length, self.vocab)
@@ -189,7 +192,8 @@ def test_a_tiny_model_learns_to_reverse_sequences():
     batches = (D.sequence_task("reverse", 32, length, vocab, g) for _ in itertools.count())
     with torch.no_grad():
         before = reverse_loss(model, held_out).item()
-    history = T.Trainer(model, reverse_loss, config(lr=3e-3, warmup_steps=10, max_steps=60, log_every=20, weight_decay=0.0)).fit(batches)
+    cfg = config(lr=3e-3, warmup_steps=10, max_steps=60, log_every=20, weight_decay=0.0)
+    history = T.Trainer(model, reverse_loss, cfg).fit(batches)
     with torch.no_grad():
         after = reverse_loss(model, held_out).item()
     assert [r["step"] for r in history] == [20, 40, 60]
@@ -334,11 +338,13 @@ torch.save({"initial": initial, "final": model.state_dict(), "history": trainer.
 def test_two_ddp_processes_end_with_the_same_weights_as_one_process_on_the_global_batch(tmp_path):
     script = tmp_path / "ddp_worker.py"
     script.write_text(textwrap.dedent(DDP_WORKER))
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "COURSE_STATIC_OUTPUT")}
+    launcher = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "COURSE_STATIC_OUTPUT")
+    env = {k: v for k, v in os.environ.items() if k not in launcher}
     env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))}
     start = time.perf_counter()
     res = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), str(tmp_path)],
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+         str(tmp_path)],
         env=env, capture_output=True, text=True, timeout=120,
     )
     print(f"torchrun took {time.perf_counter() - start:.1f} s")

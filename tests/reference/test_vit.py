@@ -281,6 +281,40 @@ def test_published_presets_have_published_parameter_counts(name, params):
     assert name in PRESETS
 
 
+def test_every_vit_family_reads_its_own_presets():
+    from course_lib.deit import DEIT_PRESETS, DeiTConfig
+    from course_lib.dinov2 import DINOV2_PRESETS, DINOv2Config
+
+    for cls, table, family in [(ViTConfig, PRESETS, "ViT"), (DINOv2Config, DINOV2_PRESETS, "DINOv2"),
+                               (DeiTConfig, DEIT_PRESETS, "DeiT")]:
+        for name, fields in table.items():
+            cfg = cls.preset(name)
+            assert type(cfg) is cls and cfg == cls(**fields)
+        with pytest.raises(ValueError, match=f"unknown {family} preset 'vit-xxl/3'"):
+            cls.preset("vit-xxl/3")
+    assert DINOv2Config.preset("dinov2-s/14", n_registers=2).n_registers == 2
+    with pytest.raises(ValueError, match="unknown DINOv2 preset 'vit-b/16'"):
+        DINOv2Config.preset("vit-b/16")
+
+
+@pytest.mark.parametrize("family", ["vit", "dinov2", "deit"])
+def test_a_forward_checks_the_patch_grid_once(family, monkeypatch):
+    from course_lib.deit import DeiT, DeiTConfig
+    from course_lib.dinov2 import DINOv2, DINOv2Config
+
+    model = {"vit": lambda: _tiny(), "dinov2": lambda: DINOv2(DINOv2Config.preset("dinov2-tiny-test")).eval(),
+             "deit": lambda: DeiT(DeiTConfig.preset("deit-tiny-test")).eval()}[family]()
+    x = torch.randn(2, 3, *model.cfg.image_hw)
+    checks = []
+    grid_size = PatchEmbed.grid_size
+    monkeypatch.setattr(PatchEmbed, "grid_size", lambda self, images: checks.append(1) or grid_size(self, images))
+    with torch.no_grad():
+        for run in (model, model.forward_features, model.embed, model.get_attention_maps):
+            checks.clear()
+            run(x)
+            assert len(checks) == 1, f"{getattr(run, '__name__', 'forward')} checked the grid {len(checks)} times"
+
+
 # ---------------------------------------------------------------- precision and compile
 def test_bf16_autocast_is_close_to_fp32():
     model, x = _tiny(), torch.randn(2, 3, 32, 40)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.vit import POSITIONS, RelativePositionBias, ViT, ViTConfig, relative_offset_index
+from course_lib import swin
+from course_lib.positional import relative_position_index
+from course_lib.vit import POSITIONS, RelativePositionBias, ViT, ViTConfig
 
 
 def _model(positions: str, pool: str = "cls", seed: int = 0) -> ViT:
@@ -66,14 +68,24 @@ def test_relative_positions_depend_on_the_offset_only():
 
 
 @pytest.mark.parametrize("grid", [(1, 1), (2, 5), (4, 4)])
-def test_relative_offset_index_numbers_every_offset_once(grid):
+def test_relative_position_index_numbers_every_offset_once(grid):
     gh, gw = grid
-    idx = relative_offset_index(grid)
+    idx = relative_position_index(grid)
     assert idx.shape == (gh * gw, gh * gw) and idx.dtype == torch.long
     assert idx.min() >= 0 and idx.max() < (2 * gh - 1) * (2 * gw - 1)
     assert len(idx.unique()) == (2 * gh - 1) * (2 * gw - 1)
     assert (idx.diagonal() == (gh - 1) * (2 * gw - 1) + gw - 1).all()  # offset (0, 0)
     assert torch.equal(idx + idx.T, torch.full_like(idx, 2 * ((gh - 1) * (2 * gw - 1) + gw - 1)))  # -offset mirrors
+
+
+def test_vit_grids_and_swin_windows_number_offsets_with_one_function():
+    assert swin.relative_position_index is relative_position_index
+    assert torch.equal(relative_position_index((3, 3)), relative_position_index(3))
+    small, big = relative_position_index((2, 3)), relative_position_index((2, 3), table_size=(4, 5))
+    table = torch.arange(7 * 9).view(7, 9)  # offsets of a 4 x 5 grid; the 2 x 3 grid's sit in its middle
+    assert torch.equal(table[2:5, 2:7].reshape(-1)[small], table.reshape(-1)[big])
+    with pytest.raises(ValueError, match="cannot hold"):
+        relative_position_index((3, 3), table_size=(2, 5))
 
 
 def test_2d_positions_are_a_row_half_and_a_column_half():
@@ -102,7 +114,8 @@ def test_relative_positions_refuse_a_grid_they_did_not_learn():
 
 
 def test_an_unknown_position_scheme_is_named_with_the_known_ones():
-    with pytest.raises(ValueError, match=r"positions must be one of \('learned', 'learned_2d', 'relative', 'none'\), got 'sincos'"):
+    expected = r"positions must be one of \('learned', 'learned_2d', 'relative', 'none'\), got 'sincos'"
+    with pytest.raises(ValueError, match=expected):
         ViTConfig(positions="sincos")
 
 

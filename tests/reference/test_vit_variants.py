@@ -60,7 +60,8 @@ def test_variant_rejects_a_non_string():
 
 @pytest.mark.parametrize("cfg,size", [
     (ViTConfig(image_size=32, patch_size=8, dim=32, n_layers=2, n_heads=4, num_classes=10, attn_impl="eager"), None),
-    (ViTConfig(image_size=32, patch_size=4, dim=48, n_layers=3, n_heads=4, mlp_ratio=2, num_classes=6, attn_impl="eager"),
+    (ViTConfig(image_size=32, patch_size=4, dim=48, n_layers=3, n_heads=4, mlp_ratio=2, num_classes=6,
+               attn_impl="eager"),
      (48, 32)),
     (ViTConfig(image_size=24, patch_size=4, dim=16, n_layers=1, n_heads=2, num_classes=3, pool="mean",
                class_token=False, attn_impl="eager"), None),

@@ -39,7 +39,8 @@ def test_the_card_records_the_recipe_it_was_trained_by(name):
     assert card["recipe"]["seed"] == r.train.seed and card["recipe"]["steps"] == r.train.max_steps
     stored_train = card["recipe"]["train"]
     for key, value in stored_train.items():
-        assert json.loads(json.dumps(getattr(r.train, key))) == value, f"{name}: the recipe's {key} changed since training"
+        stored = json.loads(json.dumps(getattr(r.train, key)))
+        assert stored == value, f"{name}: the recipe's {key} changed since training"
     assert card["curve"][-1]["step"] == r.train.max_steps
     for key in ("cpu", "cores", "threads", "cpu_capability", "torch"):
         assert key in card["machine"]
