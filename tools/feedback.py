@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     status = 0
     for assignment in done:
-        res = subprocess.run(nbgrader_command("generate_feedback", assignment, "--force", "--log-level=ERROR", root=root),
-                             cwd=root, env=_env(), capture_output=True, text=True)
+        command = nbgrader_command("generate_feedback", assignment, "--force", "--log-level=ERROR", root=root)
+        res = subprocess.run(command, cwd=root, env=_env(), capture_output=True, text=True)
         if res.returncode != 0:
             print(f"make feedback: {assignment} failed:\n{res.stdout}{res.stderr}", file=sys.stderr)
             status = 1

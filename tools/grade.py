@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -347,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root.resolve()
 
-    sources = sorted(p.name for p in (root / "solutions").iterdir() if p.is_dir()) if (root / "solutions").is_dir() else []
+    solutions = root / "solutions"
+    sources = sorted(p.name for p in solutions.iterdir() if p.is_dir()) if solutions.is_dir() else []
     if not sources:
         print(f"make grade: no assignments under {root / 'solutions'}", file=sys.stderr)
         return 2
@@ -393,12 +394,10 @@ def main(argv: list[str] | None = None) -> int:
         # one nbgrader process per batch (its start-up is paid once), `jobs` batches at a time
         batches = [fresh[i::jobs] for i in range(min(jobs, len(fresh)))]
 
-        def one(batch: list[str]):
-            return batch, autograde(root, assignment, batch, list(submissions), args.timeout,
-                                    kernel_threads(len(batches)))
-
+        grade_batch = functools.partial(autograde, root, assignment, everyone=list(submissions),
+                                        timeout=args.timeout, threads=kernel_threads(len(batches)))
         with ThreadPoolExecutor(max_workers=max(1, len(batches))) as pool:
-            for batch, res in pool.map(one, batches):
+            for batch, res in zip(batches, pool.map(grade_batch, batches)):
                 for student in failed_students(res, assignment, batch):
                     problems.append(Problem(student, assignment, Path("submitted") / student / assignment,
                                             "nbgrader could not grade it (see its log above)"))
@@ -410,8 +409,8 @@ def main(argv: list[str] | None = None) -> int:
                 notes[(student, assignment)] = found_notes
 
     if not graded and not problems:
-        print(f"make grade: no submissions under {root / 'submitted'} (expected submitted/<student>/<assignment>/*.ipynb "
-              f"for an assignment in {sources}); nothing to grade")
+        print(f"make grade: no submissions under {root / 'submitted'} "
+              f"(expected submitted/<student>/<assignment>/*.ipynb for an assignment in {sources}); nothing to grade")
         return 0
     out = args.csv or root / "grades.csv"
     rows = write_csv(root, out, graded, problems, notes) if graded else []
