@@ -128,7 +128,7 @@ feedback: $(STAMP)
 stability: $(STAMP)
 	COURSE_STABILITY_SEEDS=100 $(BIN)/python -m pytest tests/grading/test_reference_stability.py -p no:cacheprovider -q
 
-# Mutation testing of the assignments' hidden tests (slow, so not part of `make test`): tools/mutants.py.
+# Mutation testing of the assignments' hidden tests (slow, so not part of `make test`): tools/mutants/.
 MUTANTS_ARGS ?=
 mutants: $(STAMP)
 	$(BIN)/python -m tools.mutants $(MUTANTS_ARGS)

@@ -9,7 +9,7 @@ import torch
 from course_lib import attention as A
 from course_lib import counting as C
 from course_lib import multi_head as MH
-from grader.assignments import multi_head as cases
+from grader.assignments import multi_head_attention as cases
 
 
 def rand(*shape, dtype=torch.float64, seed=0):
