@@ -75,7 +75,7 @@ book: $(STAMP)
 test: system-test $(STAMP)
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory lint && \
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup --durations=15 --durations-min=1 $(PYTEST_ARGS); \
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --durations=15 --durations-min=1 $(PYTEST_ARGS); \
 	rc=$$?; echo "make test: lint and pytest took $$(( $$(date +%s) - start )) s wall on $(TEST_JOBS) workers ($$(nproc) cores)"; \
 	exit $$rc
 

@@ -49,6 +49,7 @@ def pytest_configure(config):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = Path(str(item.fspath))
