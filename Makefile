@@ -27,7 +27,8 @@ ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
 LAB_PORT ?= 8888
 LAB_DIR ?= $(CURDIR)
 PYTEST_ARGS ?=
-# The suite's workers: one per core (pytest-xdist); tests/conftest.py says how the work is shared.
+# The suite's workers: one per core (pytest-xdist). tests/conftest.py shares the work out (its scheduler
+# replaces --dist); --dist loadscope, a notebook or a module per worker, is what runs without it.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 LINT_ARGS ?=
 
@@ -75,7 +76,7 @@ book: $(STAMP)
 test: system-test $(STAMP)
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory lint && \
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --durations=15 --durations-min=1 $(PYTEST_ARGS); \
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope --durations=15 --durations-min=1 $(PYTEST_ARGS); \
 	rc=$$?; echo "make test: lint and pytest took $$(( $$(date +%s) - start )) s wall on $(TEST_JOBS) workers ($$(nproc) cores)"; \
 	exit $$rc
 
@@ -112,10 +113,7 @@ lab: $(STAMP)
 		--ServerApp.root_dir="$(LAB_DIR)"
 
 exercises: $(STAMP)
-	@for a in $(ASSIGNMENTS); do \
-		$(BIN)/nbgrader generate_assignment "$$a" --force --log-level=WARN || exit 1; \
-	done
-	@echo "exercises/ regenerated from solutions/: $(ASSIGNMENTS)"
+	$(BIN)/python -m tools.exercises
 
 SUBMISSIONS ?=
 JOBS ?=

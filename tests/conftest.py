@@ -1,13 +1,16 @@
 """Fixtures shared by the test modules, and how the suite shares out the cores.
 
-`make test` runs the suite on every core with pytest-xdist (``-n``, ``--dist loadgroup``):
+`make test` runs the suite on every core with pytest-xdist (``-n``); :func:`pytest_xdist_make_scheduler`
+decides what goes to which worker:
 
-* a chapter notebook's cells run in order in one kernel, so each notebook is one group, sent whole
-  to one worker;
+* a chapter notebook's cells run in order in one kernel, so each notebook is one work unit, sent
+  whole to one worker;
 * a test module whose fixtures start something costly (a server, a kernel, a course directory)
-  is one group too, so the fixture starts once, not once per worker;
+  is one unit too, so the fixture starts once, not once per worker;
 * the tests of the modules in :data:`SPREAD` (many independent tests, no costly module fixture)
   go one by one to whichever worker is free;
+* the longest units (:data:`LONGEST_FIRST`) are handed out first, so that no worker is left with
+  a long one at the end while the other idles;
 * the HTML book is built once per run, whichever worker first asks for it (:func:`built`).
 
 Each worker's torch gets its share of the cores, so two workers do not fight over them.
@@ -39,24 +42,62 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 #: modules whose tests are independent and hold no costly module fixture: spread test by test
 SPREAD = {
     "test_catalogues.py", "test_portability.py", "test_solutions_nbval.py", "test_reference_stability.py",
-    "test_judge.py", "test_static.py", "test_zoo.py", "test_exercises_sync.py", "test_book_browser.py",
+    "test_judge.py", "test_static.py", "test_zoo.py", "test_book_browser.py",
 }
+PORTABLE = ("tests/book/test_portability.py::"
+            "test_every_chapter_notebook_prints_its_stored_outputs_under_the_portable_kernels_with_two_threads")
+#: the units that take longest (minutes of CPU each, by `make test`'s slowest tests), handed out first in
+#: this order; an entry matches the units (test ids, or module and notebook paths) that start with it
+LONGEST_FIRST = (
+    f"{PORTABLE}[09", "tests/grading/test_grading_integrity.py", f"{PORTABLE}[10",
+    f"{PORTABLE}[07", f"{PORTABLE}[06", f"{PORTABLE}[11",
+    "chapters/09-vision-transformer/inside-a-vit.ipynb", "tests/grading/test_gradebook_postgres.py",
+    "tests/grading/test_nbgrader_roundtrip.py", PORTABLE, "tests/grading/test_judge.py",
+    "tests/reference/test_zoo.py::test_the_first_steps", "chapters/10-dinov2/frozen-features.ipynb",
+    "chapters/07-modern-variants/pre-ln-and-rmsnorm.ipynb", "tests/grading/test_solutions_nbval.py", "tests/lab/",
+)
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its own id in a :data:`SPREAD` module, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return nodeid if Path(path).name in SPREAD else path
+
+
+def longest_first(units: list[str]) -> list[str]:
+    """``units`` in the order they are handed out: :data:`LONGEST_FIRST`'s, then the collection's."""
+    def rank(unit: str) -> int:
+        return next((i for i, start in enumerate(LONGEST_FIRST) if unit.startswith(start)), len(LONGEST_FIRST))
+    return sorted(units, key=rank)  # a stable sort: the rest keep the order they were collected in
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Share the work out by :func:`work_unit`, the longest units first (xdist asks on the controller).
+
+    pytest-xdist's own ``--dist loadgroup`` marks a group by rewriting ``item._nodeid``, which pytest 9
+    no longer reads: its groups silently fell apart and a notebook's cells went to two workers. The
+    units here are named from the test ids alone.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CourseScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not getattr(self, "_ordered", False):
+                self.workqueue = type(self.workqueue)(
+                    (unit, self.workqueue[unit]) for unit in longest_first(list(self.workqueue)))
+                self._ordered = True
+            super()._assign_work_unit(node)
+
+    return CourseScheduling(config, log)
 
 
 def pytest_configure(config):
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers:  # a worker: its share of the cores for torch in this process
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the node ids
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        path = Path(str(item.fspath))
-        if type(item).__name__ == "IPyNbCell":  # nbval: one notebook, one kernel, cells in order
-            item.add_marker(pytest.mark.xdist_group(str(path.relative_to(ROOT))))
-        elif path.name not in SPREAD:
-            item.add_marker(pytest.mark.xdist_group(str(path.relative_to(ROOT))))
 
 
 @pytest.fixture

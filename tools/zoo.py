@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import math
 import os
 import platform
@@ -161,23 +162,27 @@ def _classifier_recipe(name: str, kind: str, config: dict, *, steps: int, lr: fl
     """A scene classifier. ``train_set=None``: fresh scenes at every step; ``n``: batches drawn (with
     replacement) from the ``n`` fixed scenes of :func:`course_lib.zoo.scene_train_set`. ``seed``: of the
     initialisation and of the batches."""
-    fixed = None if train_set is None else zoo.scene_train_set(train_set, SCENE_SIZE)[:2]
+    @functools.cache
+    def fixed() -> tuple[Tensor, Tensor]:  # drawn on first use (16,000 scenes take seconds), not to read the recipe
+        return zoo.scene_train_set(train_set, SCENE_SIZE)[:2]
 
     def batch(step: int) -> tuple[Tensor, Tensor]:
         g = _step_generator(seed, step)
-        if fixed is None:
+        if train_set is None:
             x, y, _ = scenes(batch_size, SCENE_SIZE, g)
             return x, y
         idx = torch.randint(0, train_set, (batch_size,), generator=g)
-        return fixed[0][idx], fixed[1][idx]
+        images, labels = fixed()
+        return images[idx], labels[idx]
 
     def evaluate(model, device):
         metrics = {"test_accuracy": zoo.scene_accuracy(model, device=device)}
-        if fixed is not None:  # how well it fits what it saw: the first 2,000 of its training scenes
-            metrics["train_accuracy"] = zoo.scene_accuracy(model, fixed[0][:SCENE_TEST], fixed[1][:SCENE_TEST], device)
+        if train_set is not None:  # how well it fits what it saw: the first 2,000 of its training scenes
+            images, labels = fixed()
+            metrics["train_accuracy"] = zoo.scene_accuracy(model, images[:SCENE_TEST], labels[:SCENE_TEST], device)
         return metrics
 
-    if fixed is None:
+    if train_set is None:
         data = f"scenes({batch_size}, {SCENE_SIZE}) per step, fresh images from a generator seeded by (seed, step)"
     else:
         data = (f"{train_set:,} fixed scenes (course_lib.zoo.scene_train_set({train_set})); batches of {batch_size} "

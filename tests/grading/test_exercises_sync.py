@@ -13,28 +13,15 @@ from grader.notebook import metadata
 from nbtools import ROOT, assignments
 
 
-def nbgrader(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).with_name("nbgrader")
-    env = {"PATH": f"{exe.parent}:/usr/bin:/bin"}
-    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, env=env)
-
-
 @pytest.fixture(scope="module")
-def fresh_release(tmp_path_factory):
-    """``fresh_release(assignment)``: a folder holding a fresh ``nbgrader generate_assignment`` of it."""
+def fresh_release(tmp_path_factory) -> Path:
+    """A folder holding a fresh ``nbgrader generate_assignment`` of every assignment (one nbgrader process)."""
     out = tmp_path_factory.mktemp("release")
-
-    def generate(assignment: str) -> Path:
-        res = nbgrader(
-            "generate_assignment", assignment, "--force", "--log-level=ERROR",
-            f"--CourseDirectory.release_directory={out}",
-            f"--CourseDirectory.db_url=sqlite:///{out / 'gradebook.db'}",
-            cwd=ROOT,
-        )
-        assert res.returncode == 0, res.stdout + res.stderr
-        return out / assignment
-
-    return generate
+    res = subprocess.run([sys.executable, "-m", "tools.exercises", "--log-level=ERROR", "--release-dir", str(out),
+                          "--db-url", f"sqlite:///{out / 'gradebook.db'}"],
+                         cwd=ROOT, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    return out
 
 
 def cell_view(path: Path) -> list[tuple]:
@@ -45,7 +32,7 @@ def cell_view(path: Path) -> list[tuple]:
 @pytest.mark.parametrize("assignment", assignments())
 def test_exercises_match_a_fresh_generate_assignment(fresh_release, assignment):
     committed = ROOT / "exercises" / assignment
-    fresh = fresh_release(assignment)
+    fresh = fresh_release / assignment
     names = lambda d: sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())  # noqa: E731
     assert names(committed) == names(fresh), "exercises/ has other files than a fresh release: run `make exercises`"
     for nb in fresh.glob("*.ipynb"):
