@@ -14,21 +14,14 @@ import torch.nn.functional as F
 
 transformers = pytest.importorskip("transformers")
 
+from parity import perturbed  # noqa: E402
+
 from course_lib.dino import DINOHead, dino_loss, ema_update, update_center  # noqa: E402
 from course_lib.dinov2 import DINOV2_PRESETS, DINOv2, DINOv2Config  # noqa: E402
 from course_lib.interop import dinov2 as interop_dinov2  # noqa: E402
 from course_lib.interop import from_hf, load_hf_checkpoint  # noqa: E402
 
 TOL = 1e-4
-
-
-def _randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Perturb every parameter: HF initialises registers and the mask token to zero, LayerScale to a constant."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn(p.shape, generator=g) * 0.2)
-    return model.eval()
 
 
 _BASE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, image_size=56, patch_size=14,
@@ -51,7 +44,7 @@ def hf_models():
     out = {}
     for i, (name, (model_cls, config_cls, kw)) in enumerate(HF_MODELS.items()):
         config = getattr(transformers, config_cls)(**_BASE, **kw)
-        out[name] = _randomize(getattr(transformers, model_cls)(config), seed=i)
+        out[name] = perturbed(getattr(transformers, model_cls)(config), seed=i)
     return out
 
 
@@ -157,7 +150,7 @@ def test_unsupported_activation_raises_value_error_naming_it():
 def _tiny(name="dinov2-tiny-reg-test", **overrides) -> DINOv2:
     torch.manual_seed(0)
     model = DINOv2(DINOv2Config.preset(name, **overrides)).eval()
-    return _randomize(model)
+    return perturbed(model)
 
 
 def test_registers_follow_cls_and_carry_no_position():

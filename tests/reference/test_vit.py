@@ -13,20 +13,13 @@ from hypothesis import strategies as st
 
 transformers = pytest.importorskip("transformers")
 
+from parity import perturbed  # noqa: E402
+
 from course_lib.interop import from_hf, load_hf_checkpoint  # noqa: E402
 from course_lib.interop import vit as interop_vit  # noqa: E402
 from course_lib.vit import PRESETS, PatchEmbed, ViT, ViTConfig, patchify  # noqa: E402
 
 TOL = 1e-4
-
-
-def _randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Perturb every parameter so that no zero- or one-initialised tensor hides a wrong mapping."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn(p.shape, generator=g) * 0.2)
-    return model.eval()
 
 
 def _hf_config(**overrides):
@@ -51,7 +44,7 @@ SIZES = {
 @pytest.fixture(scope="module")
 def hf_models():
     torch.manual_seed(0)
-    return {name: _randomize(transformers.ViTModel(_hf_config(**kw))) for name, kw in HF_CONFIGS.items()}
+    return {name: perturbed(transformers.ViTModel(_hf_config(**kw))) for name, kw in HF_CONFIGS.items()}
 
 
 def _cases():
@@ -75,7 +68,7 @@ def test_forward_features_equal_hf_last_hidden_state(hf_models, name, hw, attn_i
 @pytest.mark.parametrize("attn_impl", ["eager", "sdpa"])
 def test_classifier_logits_equal_hf(attn_impl):
     torch.manual_seed(1)
-    hf = _randomize(transformers.ViTForImageClassification(_hf_config(num_labels=7, qkv_bias=False)), seed=1)
+    hf = perturbed(transformers.ViTForImageClassification(_hf_config(num_labels=7, qkv_bias=False)), seed=1)
     model = interop_vit.from_hf(hf, attn_impl=attn_impl)
     for hw in [(32, 32), (24, 40)]:
         x = torch.randn(3, 3, *hw)
@@ -131,7 +124,7 @@ def test_checkpoint_file_key_names_load_too(hf_models):
 
 
 def test_local_checkpoint_folder_loads_through_the_registry(tmp_path):
-    hf = _randomize(transformers.ViTForImageClassification(_hf_config(num_labels=3)), seed=2)
+    hf = perturbed(transformers.ViTForImageClassification(_hf_config(num_labels=3)), seed=2)
     hf.save_pretrained(tmp_path)
     model = load_hf_checkpoint(tmp_path)
     x = torch.randn(1, 3, 32, 32)
@@ -337,7 +330,7 @@ def test_torch_compile_gives_the_same_output():
 def test_vit_forward_from_parts_equals_the_module():
     from course_lib.vit import vit_forward
 
-    model = _randomize(ViT(ViTConfig.preset("vit-tiny-test")))
+    model = perturbed(ViT(ViTConfig.preset("vit-tiny-test")))
     x = torch.randn(3, 3, 32, 32)
     out = vit_forward(x, model.patch_embed.proj, model.cls_token, model.pos_embed, model.blocks, model.norm, model.head)
     torch.testing.assert_close(out, model(x), atol=1e-5, rtol=1e-5)
@@ -346,7 +339,7 @@ def test_vit_forward_from_parts_equals_the_module():
 def test_prepend_cls_add_pos_equals_the_model_embedding():
     from course_lib.vit import prepend_cls_add_pos
 
-    model = _randomize(ViT(ViTConfig.preset("vit-tiny-test")))
+    model = perturbed(ViT(ViTConfig.preset("vit-tiny-test")))
     x = torch.randn(2, 3, 32, 32)
     tokens = prepend_cls_add_pos(model.patch_embed(x), model.cls_token, model.pos_embed)
     torch.testing.assert_close(tokens, model.embed(x))
