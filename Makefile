@@ -23,7 +23,6 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9][0-9]-*))
 LAB_PORT ?= 8888
 LAB_DIR ?= $(CURDIR)
 PYTEST_ARGS ?=

@@ -81,14 +81,16 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class CourseScheduling(LoadScopeScheduling):
+        ordered = False  # whether the work queue, filled by schedule(), is in longest_first order yet
+
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
 
         def _assign_work_unit(self, node) -> None:
-            if not getattr(self, "_ordered", False):
+            if not self.ordered:
                 self.workqueue = type(self.workqueue)(
                     (unit, self.workqueue[unit]) for unit in longest_first(list(self.workqueue)))
-                self._ordered = True
+                self.ordered = True
             super()._assign_work_unit(node)
 
     return CourseScheduling(config, log)

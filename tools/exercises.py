@@ -15,12 +15,9 @@ import os
 import sys
 from pathlib import Path
 
+from grader import registry
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def assignments() -> list[str]:
-    """The assignments under ``solutions/``, in order."""
-    return sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and p.name[:2].isdigit())
 
 
 def generate(names: list[str], *, release_dir: Path | None = None, db_url: str | None = None,
@@ -28,7 +25,7 @@ def generate(names: list[str], *, release_dir: Path | None = None, db_url: str |
     """Run ``nbgrader generate_assignment NAME --force`` for each of ``names``, with the course's config."""
     from nbgrader.apps.generateassignmentapp import GenerateAssignmentApp
 
-    known = assignments()
+    known = sorted(registry.assignments())
     unknown = [n for n in names if n not in known]
     if unknown:
         raise SystemExit(f"exercises: no assignment {', '.join(unknown)} under solutions/; known: {', '.join(known)}")
@@ -61,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db-url", help="the gradebook that records the assignments (default: nbgrader_config.py's)")
     parser.add_argument("--log-level", default="WARN")
     args = parser.parse_args(argv)
-    names = args.assignments or assignments()
+    names = args.assignments or sorted(registry.assignments())
     generate(names, release_dir=args.release_dir, db_url=args.db_url, log_level=args.log_level)
     print(f"exercises: generated {', '.join(names)}" + (f" into {args.release_dir}" if args.release_dir else ""))
 
