@@ -11,7 +11,10 @@ decides what goes to which worker:
   go one by one to whichever worker is free;
 * the longest units (:data:`LONGEST_FIRST`) are handed out first, so that no worker is left with
   a long one at the end while the other idles;
-* the HTML book is built once per run, whichever worker first asks for it (:func:`built`).
+* the HTML book is built once per run, whichever worker first asks for it (:func:`built`);
+* each chapter notebook runs once, under nbval, strict, on torch's portable CPU kernels
+  (``chapters/conftest.py``): one run proves both that the stored outputs are what the code prints
+  and that they do not depend on this machine's SIMD rounding.
 
 Each worker's torch gets its share of the cores, so two workers do not fight over them.
 """
@@ -19,8 +22,10 @@ Each worker's torch gets its share of the cores, so two workers do not fight ove
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,7 +38,7 @@ from nbtools import ROOT
 # Notebooks executed by the suite (nbval, the book build) store stable outputs:
 # progress bars are off there (course_lib.training.progress).
 os.environ.setdefault("COURSE_STATIC_OUTPUT", "1")
-# Every process the suite starts (kernels, nbgrader, the portable-kernel runs with two threads) shares
+# Every process the suite starts (kernels, nbgrader, browsers) shares
 # the cores with the other workers: OpenMP threads that wait for work sleep instead of spinning. On a
 # busy 2-core machine a spinning 2-thread torch ran a tiny training loop 25 times slower (88 s against
 # 3.4 s); the threads' count and how they split the work, hence every result, stay the same.
@@ -44,17 +49,15 @@ SPREAD = {
     "test_catalogues.py", "test_portability.py", "test_solutions_nbval.py", "test_reference_stability.py",
     "test_judge.py", "test_static.py", "test_zoo.py", "test_book_browser.py",
 }
-PORTABLE = ("tests/book/test_portability.py::"
-            "test_every_chapter_notebook_prints_its_stored_outputs_under_the_portable_kernels_with_two_threads")
 #: the units that take longest (minutes of CPU each, by `make test`'s slowest tests), handed out first in
 #: this order; an entry matches the units (test ids, or module and notebook paths) that start with it
 LONGEST_FIRST = (
-    f"{PORTABLE}[09", "tests/grading/test_grading_integrity.py", f"{PORTABLE}[10",
-    f"{PORTABLE}[07", f"{PORTABLE}[06", f"{PORTABLE}[11",
-    "chapters/09-vision-transformer/inside-a-vit.ipynb", "tests/grading/test_gradebook_postgres.py",
-    "tests/grading/test_nbgrader_roundtrip.py", PORTABLE, "tests/grading/test_judge.py",
-    "tests/reference/test_zoo.py::test_the_first_steps", "chapters/10-dinov2/frozen-features.ipynb",
-    "chapters/07-modern-variants/pre-ln-and-rmsnorm.ipynb", "tests/grading/test_solutions_nbval.py", "tests/lab/",
+    "tests/grading/test_grading_integrity.py", "chapters/09-vision-transformer/inside-a-vit.ipynb",
+    "tests/grading/test_gradebook_postgres.py", "tests/grading/test_nbgrader_roundtrip.py",
+    "tests/grading/test_judge.py", "chapters/09-vision-transformer/data-and-inductive-bias.ipynb",
+    "chapters/10-dinov2/frozen-features.ipynb", "tests/reference/test_zoo.py::test_the_first_steps",
+    "chapters/07-modern-variants/pre-ln-and-rmsnorm.ipynb", "tests/grading/test_solutions_nbval.py",
+    "chapters/06-encoder-decoder/the-2017-transformer.ipynb", "tests/lab/", "tests/grading/test_mutants.py",
 )
 
 
@@ -100,6 +103,22 @@ def pytest_configure(config):
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers:  # a worker: its share of the cores for torch in this process
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+    if not hasattr(config, "workerinput") and "COURSE_TEST_TMPDIR" not in os.environ:
+        _one_temporary_folder(config)
+
+
+def _one_temporary_folder(config) -> None:
+    """Every temporary file of the run in one folder, removed when the run ends (on the controller).
+
+    The processes the suite starts (workers, kernels, nbgrader, Chromium, PostgreSQL) inherit
+    ``TMPDIR`` and leave their scratch folders there; the machine's /tmp is as it was. The folder is
+    open to every user, like /tmp, for the servers that run as their own users.
+    """
+    folder = tempfile.mkdtemp(prefix="course-test-")
+    os.chmod(folder, 0o1777)
+    os.environ["TMPDIR"] = os.environ["COURSE_TEST_TMPDIR"] = folder
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 @pytest.fixture
@@ -114,11 +133,10 @@ def one_thread():
 def book_config(out: Path) -> Path:
     """The book's ``_config.yml`` as the suite builds it: the stored outputs, not a third execution.
 
-    Every chapter notebook is executed by the suite's nbval run (this machine's kernels, one
-    thread), which proves its stored outputs are what the code prints, and again under the portable
-    kernels with two threads (tests/book/test_portability.py); ``tools.notebooks`` proves the
-    outputs were stored from today's code. The build then reads those outputs, as `make book`
-    does on a warm cache. Local extensions are named by absolute path, since the file is not in
+    Every chapter notebook is executed once by the suite's nbval run (torch's portable kernels, one
+    thread), which proves its stored outputs are what the code prints on any CPU; ``tools.notebooks``
+    proves the outputs were stored from today's code. The build then reads those outputs, as
+    `make book` does on a warm cache. Local extensions are named by absolute path, since the file is not in
     the repository.
     """
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))

@@ -11,8 +11,9 @@ rounds differently again. A stored output is portable when a fresh run under
 each variant prints it again. The matrix runs nbval, strict, on every chapter
 notebook under: the kernels ``default`` and ``avx2`` and the machine's best
 (1 thread each), the machine's best with 2 threads, and CUDA when a GPU is
-present. ``make test`` runs one variant besides the native one
-(``tests/book/test_portability.py``).
+present. ``make test`` runs every chapter notebook once, under ``default``
+with 1 thread (:func:`portable_kernels`, started by ``chapters/conftest.py``):
+the kernels furthest from any machine's own.
 
 **seeds.** Every notebook takes its seed from ``COURSE_SEED``
 (``course_lib.experiment``). Each notebook runs once per seed; every claim it
@@ -35,12 +36,42 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from tools.course_book import ROOT
 from tools.notebooks import TIMEOUT, chapter_notebooks
 
 CAPABILITIES = ("default", "avx2", "avx512")
+#: the CPU kernels of the chapter notebooks' one run in `make test`: torch's portable ones, without SIMD
+SUITE_CAPABILITY = "default"
+
+
+@contextmanager
+def portable_kernels():
+    """``os.environ`` while a notebook's kernel starts, the capability it gets yielded.
+
+    ``ATEN_CPU_CAPABILITY`` is :data:`SUITE_CAPABILITY` unless the caller's environment names one already
+    (``make portability``'s variants do). It is set only while the kernel starts: the kernel inherits it,
+    and the process that starts it (a pytest worker, whose torch may have chosen its kernels) is left as
+    it was.
+    """
+    before = os.environ.get("ATEN_CPU_CAPABILITY")
+    os.environ["ATEN_CPU_CAPABILITY"] = before or SUITE_CAPABILITY
+    try:
+        yield os.environ["ATEN_CPU_CAPABILITY"]
+    finally:
+        if before is None:
+            os.environ.pop("ATEN_CPU_CAPABILITY")
+        else:
+            os.environ["ATEN_CPU_CAPABILITY"] = before
+
+
+def started_with(pid: int) -> str | None:
+    """The ``ATEN_CPU_CAPABILITY`` a running process was started with (Linux's /proc), None when unset."""
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    found = [item.split(b"=", 1)[1].decode() for item in environ if item.startswith(b"ATEN_CPU_CAPABILITY=")]
+    return found[0] if found else None
 
 
 def native_capability() -> str:
@@ -95,8 +126,8 @@ def variant_env(capability: str | None, threads: int, log: Path | None = None, s
     if capability is not None:  # a CPU variant runs on the CPU even where a GPU is present
         env["ATEN_CPU_CAPABILITY"] = capability
         env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        env.pop("ATEN_CPU_CAPABILITY", None)
+    else:  # the GPU variant: the machine's own CPU kernels for what runs on the CPU
+        env["ATEN_CPU_CAPABILITY"] = native_capability()
     if log is not None:
         env["COURSE_CLAIMS_LOG"] = str(log)
     if seed is not None:

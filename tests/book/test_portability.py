@@ -1,16 +1,19 @@
 """The chapter notebooks print the same outputs on other CPU kernels, and take their seed from one setting.
 
-The suite's own nbval run (pyproject.toml) uses this machine's kernels with one
-thread. This file runs every chapter notebook again, strictly, under torch's
-portable ``default`` kernels with two threads, so a stored output that only
-one machine's rounding prints fails here rather than on a maintainer's CI.
-``make portability`` runs the whole matrix; ``make seeds`` the claims over seeds.
+The suite's nbval run executes every chapter notebook once, strictly, in a
+kernel started on torch's portable ``default`` kernels (``chapters/conftest.py``,
+:func:`tools.portability.portable_kernels`), so a stored output that only one
+machine's SIMD rounding prints fails in ``make test`` rather than on a
+maintainer's CI. ``make portability`` runs the whole matrix (every kernel set
+the machine has, one and two threads, CUDA); ``make seeds`` the claims over seeds.
 """
 
 from __future__ import annotations
 
 import ast
-import re
+import os
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -21,27 +24,50 @@ from tools import portability
 CHAPTER_NOTEBOOKS = portability.chapter_notebooks()
 
 
-def _chapters() -> dict[str, list]:
-    """The chapter notebooks by chapter: one nbval run each, so the chapters share out the cores."""
-    out: dict[str, list] = {}
-    for path in CHAPTER_NOTEBOOKS:
-        out.setdefault(path.parent.name, []).append(path)
-    return out
+def _nbval_with_the_chapters_conftest(folder, env: dict) -> subprocess.CompletedProcess:
+    """nbval, strict, on a notebook whose one cell prints the kernel's CPU capability and whose stored output
+    is ``DEFAULT``, with ``chapters/conftest.py`` as the chapter notebooks have it."""
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("import torch\nprint(torch.backends.cpu.get_cpu_capability())")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="DEFAULT\n")]
+    cell.execution_count = 1
+    nb.cells = [cell]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, folder / "capability.ipynb")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest", "--nbval",
+         "--rootdir", str(folder), str(folder / "capability.ipynb")],
+        cwd=folder, capture_output=True, text=True,
+        env={**env, "PYTHONPATH": os.pathsep.join([str(ROOT / "chapters"), str(ROOT)])})
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("chapter", sorted(_chapters()))
-def test_every_chapter_notebook_prints_its_stored_outputs_under_the_portable_kernels_with_two_threads(chapter):
-    code, report = portability.run_nbval(_chapters()[chapter], portability.variant_env("default", 2))
-    cells = portability.failed_cells(report)
-    assert code == 0, ("stored outputs that ATEN_CPU_CAPABILITY=default with 2 threads does not print "
-                       "(make them portable: tools/portability.py):\n  " + "\n  ".join(cells) + "\n" + report[-5000:])
-    assert re.search(r"(\d+) passed", report)
+def test_a_chapter_notebooks_kernel_runs_on_the_portable_kernels_unless_the_environment_names_others(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    suite = _nbval_with_the_chapters_conftest(tmp_path, env)
+    assert suite.returncode == 0 and "1 passed" in suite.stdout, suite.stdout[-3000:] + suite.stderr[-2000:]
+    named = _nbval_with_the_chapters_conftest(tmp_path, {**env, "ATEN_CPU_CAPABILITY": "avx2"})
+    assert named.returncode == 1 and "AVX2" in named.stdout, named.stdout[-3000:]
 
 
-def test_the_portable_run_covers_every_chapter_notebook_once():
-    runs = [p for paths in _chapters().values() for p in paths]
-    assert sorted(runs) == sorted(CHAPTER_NOTEBOOKS) and len(set(runs)) == len(runs) >= 30
+def test_portable_kernels_sets_the_capability_only_while_a_kernel_starts(monkeypatch):
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    with portability.portable_kernels() as capability:
+        assert capability == os.environ["ATEN_CPU_CAPABILITY"] == portability.SUITE_CAPABILITY == "default"
+    assert "ATEN_CPU_CAPABILITY" not in os.environ
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    with portability.portable_kernels() as capability:
+        assert capability == "avx2"
+    assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2"
+    assert portability.started_with(os.getpid()) in (None, "avx2", "default", "avx512")
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+                             env={**os.environ, "ATEN_CPU_CAPABILITY": "default"}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "up\n"  # started: its environment is its own
+        assert portability.started_with(child.pid) == "default"
+    finally:
+        child.kill()
+        child.communicate()
 
 
 # ---- one seed setting ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ catalogue entry states, every right one written differently keeps full marks.
 from __future__ import annotations
 
 import runpy
+import shutil
 import tempfile
 
 import pytest
@@ -56,6 +57,7 @@ class Kernel:
     def close(self) -> None:
         self.kc.stop_channels()
         self.km.shutdown_kernel(now=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _load(slug: str) -> tuple[Kernel, dict[str, str]]:
