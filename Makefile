@@ -57,14 +57,15 @@ system-grade:
 
 # The stamp is remade when the requirements change.
 # Set-up: pip installs torch (the CPU wheel: pip's configuration may point at a local file of it, which uv does
-# not read) and uv; uv installs the rest, the same pins, in a fraction of pip's time (about 20 s against 130 s).
+# not read) and uv; uv installs the rest, the same pins, in a fraction of pip's time, compiled to bytecode as pip
+# does (with PYTHONDONTWRITEBYTECODE set, a venv without .pyc files recompiles every import in every process).
 # JupyterLab's settings overrides: the course works offline, so the lab never asks to fetch news.
 $(STAMP): requirements.txt constraints.txt pyproject.toml tools/jupyterlab/overrides.json
 	@PYTHON=$(PYTHON) tools/system_packages.sh book
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check $$(grep -E '^(torch|uv)==' requirements.txt) \
 		-c constraints.txt
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.txt -c constraints.txt || { \
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.txt -c constraints.txt || { \
 		echo "uv could not install the requirements (above); pip installs them instead"; \
 		$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt; }
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
