@@ -103,12 +103,15 @@ def pytest_configure(config):
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers:  # a worker: its share of the cores for torch in this process
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
-    if not hasattr(config, "workerinput") and "COURSE_TEST_TMPDIR" not in os.environ:
+    distributing = not hasattr(config, "workerinput") and config.getoption("numprocesses", None)
+    if distributing and "COURSE_TEST_TMPDIR" not in os.environ:
         _one_temporary_folder(config)
 
 
 def _one_temporary_folder(config) -> None:
-    """Every temporary file of the run in one folder, removed when the run ends (on the controller).
+    """Every temporary file of the run in one folder, removed when the run ends (by xdist's controller, once
+    its workers have exited: a process's own temporary folders, multiprocessing's among them, are removed
+    as it exits).
 
     The processes the suite starts (workers, kernels, nbgrader, Chromium, PostgreSQL) inherit
     ``TMPDIR`` and leave their scratch folders there; the machine's /tmp is as it was. The folder is

@@ -92,7 +92,11 @@ class Pool:
     """Worker processes that each run one job at a time; a job past the timeout kills its worker."""
 
     def __init__(self, jobs: int, timeout: float, root: Path, preload: Iterable[str] = ()):
-        self.ctx = multiprocessing.get_context("spawn")
+        # Workers are forked from a server process that imported this module (and with it torch) once: a worker
+        # that replaces one stopped by the timeout starts in milliseconds, not in a second of torch's import.
+        # (A plain fork of this process is not safe once torch has run its thread pool here.)
+        self.ctx = multiprocessing.get_context("forkserver")
+        self.ctx.set_forkserver_preload([__name__, "torch"])
         self.jobs, self.timeout, self.root = max(1, jobs), timeout, root
         self.preload = sorted(preload)
         self.workers: list[list] = []  # [process, connection, job or None, start time]
