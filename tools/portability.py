@@ -56,15 +56,15 @@ def portable_kernels():
     and the process that starts it (a pytest worker, whose torch may have chosen its kernels) is left as
     it was.
     """
-    before = os.environ.get("ATEN_CPU_CAPABILITY")
-    os.environ["ATEN_CPU_CAPABILITY"] = before or SUITE_CAPABILITY
+    named = os.environ.get("ATEN_CPU_CAPABILITY")
+    if named:
+        yield named
+        return
+    os.environ["ATEN_CPU_CAPABILITY"] = SUITE_CAPABILITY
     try:
-        yield os.environ["ATEN_CPU_CAPABILITY"]
+        yield SUITE_CAPABILITY
     finally:
-        if before is None:
-            os.environ.pop("ATEN_CPU_CAPABILITY")
-        else:
-            os.environ["ATEN_CPU_CAPABILITY"] = before
+        os.environ.pop("ATEN_CPU_CAPABILITY", None)
 
 
 def started_with(pid: int) -> str | None:

@@ -59,7 +59,6 @@ def test_portable_kernels_sets_the_capability_only_while_a_kernel_starts(monkeyp
     with portability.portable_kernels() as capability:
         assert capability == "avx2"
     assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2"
-    assert portability.started_with(os.getpid()) in (None, "avx2", "default", "avx512")
     child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
                              env={**os.environ, "ATEN_CPU_CAPABILITY": "default"}, stdout=subprocess.PIPE, text=True)
     try:
