@@ -78,9 +78,11 @@ book: $(STAMP)
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 # The wall time printed at the end is the suite's own (lint and pytest, set-up excluded); .ci/run prints
-# the whole of `make test`, set-up included.
+# the whole of `make test`, set-up included. The course's own modules are compiled to bytecode first: with
+# PYTHONDONTWRITEBYTECODE set (as on CI), every kernel, grader and worker process would compile them again.
 test: system-test $(STAMP)
 	@start=$$(date +%s); \
+	$(BIN)/python -m compileall -q -j 0 course_lib grader tools tests && \
 	$(MAKE) --no-print-directory lint && \
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope --durations=15 --durations-min=1 $(PYTEST_ARGS); \
 	rc=$$?; echo "make test: lint and pytest took $$(( $$(date +%s) - start )) s wall on $(TEST_JOBS) workers ($$(nproc) cores)"; \

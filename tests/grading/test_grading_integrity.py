@@ -137,7 +137,7 @@ def graded(tmp_path_factory):
     gradebook = f"sqlite:///{course / 'gradebook.db'}"  # given as a URL, as a PostgreSQL one would be
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
                GRADER_MEMORY_MB="3072", GRADEBOOK_URL=gradebook, PGPASSWORD="hunter2")
-    res = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", "20"],
+    res = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", "10"],
                          cwd=ROOT, capture_output=True, text=True, env=env)
     listener.close()
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:

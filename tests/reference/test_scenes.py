@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from course_lib import data
 from course_lib.cnn import ConvNet, ConvNetConfig
 from course_lib.data import SCENE_CLASSES, _shape_masks, python_docs_text, scenes, text_windows
 
@@ -26,6 +27,20 @@ def test_scenes_are_a_function_of_the_generator():
     for s, t in zip(a, b):
         assert torch.equal(s, t)
     assert not torch.equal(scenes(20, 32, gen(4))[0], a[0])
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 300, 10_000])
+def test_scenes_do_not_depend_on_how_many_rows_are_drawn_at_once(monkeypatch, chunk):
+    """The pixels are drawn SCENE_CHUNK rows at a time; any chunk gives the same images bit for bit, and leaves
+    the generator in the same state (the zoo's data and checkpoints depend on both)."""
+    g = gen(6)
+    expected = scenes(300, 24, g, max_distractors=2)
+    after = torch.rand(4, generator=g)
+    monkeypatch.setattr(data, "SCENE_CHUNK", chunk)
+    g = gen(6)
+    for s, t in zip(scenes(300, 24, g, max_distractors=2), expected):
+        assert torch.equal(s, t)
+    assert torch.equal(torch.rand(4, generator=g), after)
 
 
 def test_every_class_appears_and_the_target_is_visible_and_large():
