@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -104,6 +105,35 @@ def is_secret(name: str) -> bool:
             or any(w in upper for w in ("PASSWORD", "SECRET", "TOKEN", "CREDENTIAL", "API_KEY")))
 
 
+def environment_roots() -> list[str]:
+    """The Python environment the grading kernel runs in, as real paths: nbgrader starts the ``python3`` kernel
+    with its own interpreter, so these are this process's virtual environment and the installation it was made
+    from. They stay readable wherever they live: in the course folder's ``.venv``, behind a link to another
+    folder, in ``/srv``, or under a folder the fence empties (``/tmp``, the instructor's home)."""
+    found = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))}
+    return sorted({os.path.realpath(p) for p in found})
+
+
+def installed_closed() -> list[str]:
+    """Every copy of the reference (``course_lib``) and of the grader's assignments this environment could import,
+    as real paths: the one an editable install links to, and any other a folder on the import path holds (an
+    environment with a copy installed into its site-packages). Each stays closed like the checkout's."""
+    closed = set()
+    for name in ("course_lib", "grader.assignments"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            closed.update(os.path.realpath(p) for p in spec.submodule_search_locations)
+        for entry in sys.path:
+            copy = os.path.join(entry or os.getcwd(), *name.split("."))
+            if os.path.isdir(copy):
+                closed.add(os.path.realpath(copy))
+    return sorted(closed)
+
+
 @contextlib.contextmanager
 def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dirs: list[str],
            memory_mb: int | None, os_fence: str) -> Iterator[Enclosure]:
@@ -123,9 +153,11 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
     settings = {
         "workdir": os.path.abspath(workdir),
         "private_roots": roots,
-        "public_roots": [os.path.join(r, d) for r in courses for d in public_dirs],
+        # the environment, unless it holds the course (a folder around the course would open the course again)
+        "public_roots": [os.path.join(r, d) for r in courses for d in public_dirs] + [
+            env for env in environment_roots() if not any(_under(os.path.realpath(r), [env]) for r in roots)],
         "memory_mb": memory_mb or None,
-        "closed_roots": [os.path.join(r, d) for r in courses for d in closed_dirs],
+        "closed_roots": [os.path.join(r, d) for r in courses for d in closed_dirs] + installed_closed(),
     }
     if os_fence not in OS_FENCES:
         raise ValueError(f"GuardedExecute.os_fence = {os_fence!r} is not a fence the grader knows: "

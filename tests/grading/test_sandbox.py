@@ -107,3 +107,73 @@ def test_the_integrity_check_answers_and_sees_a_patch(results):
     _, r = results
     assert r["verify_clean"] == ["verified by the grading sandbox"]
     assert "replaced torch.allclose" in r["verify_patched"], r["verify_patched"]
+
+
+# --- the kernel's Python environment, wherever it lives -------------------------------------------
+
+KERNEL_START = textwrap.dedent('''
+    import json, shutil, subprocess, sys
+    from grader import sandbox
+    from grader.autograde import GuardedExecute
+    course, work = sys.argv[1], sys.argv[2]
+    kernel = "\\n".join([
+        "import torch, grader.runner",
+        "print('started')",
+        "try:",
+        "    from course_lib import attention",
+        "    print('reference: imported', attention.__file__)",
+        "except Exception as exc:",
+        "    print('reference:', type(exc).__name__)",
+    ])
+    defaults = GuardedExecute()  # the folders grading opens and closes
+    with sandbox.fenced(work, course, public_dirs=list(defaults.public_dirs), closed_dirs=list(defaults.closed_dirs),
+                        memory_mb=None, os_fence="bwrap") as fence:
+        res = subprocess.run([shutil.which("bwrap"), *fence.bwrap, "--", sys.executable, "-c", kernel],
+                             capture_output=True, text=True, timeout=300)
+    print(json.dumps({"rc": res.returncode, "out": res.stdout, "err": res.stderr[-3000:], "args": fence.bwrap}))
+''')
+
+
+def test_the_kernel_starts_in_an_environment_the_fence_would_hide_and_its_reference_copy_stays_closed(tmp_path):
+    """The grader's Python environment lives outside the course, in a folder the OS fence empties (here under
+    the temporary folder, which bubblewrap replaces): the kernel still starts, with the same interpreter; the
+    copy of the reference that environment holds (installed, not linked to the checkout) stays closed."""
+    import site
+
+    from grader.sandbox import CHECKOUT, bwrap_works
+
+    assert bwrap_works() is None, f"bubblewrap is needed here: {bwrap_works()}"
+    env = tmp_path / "elsewhere" / "course-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    (packages,) = env.glob("lib/python3*/site-packages")
+    # the environment: this one's packages, the checkout's grader (as an editable install links it), and its
+    # own installed copy of course_lib
+    (packages / "course-env.pth").write_text(f"{site.getsitepackages()[0]}\n{CHECKOUT}\n")
+    (packages / "course_lib").mkdir()
+    (packages / "course_lib" / "__init__.py").write_text("")
+    (packages / "course_lib" / "attention.py").write_text("def attention_scores(q, k):\n    return q @ k.mT\n")
+    course = tmp_path / "course"
+    work = course / "autograded" / "alice" / "02-attention"
+    work.mkdir(parents=True)
+    res = subprocess.run([str(env / "bin" / "python"), "-c", KERNEL_START, str(course), str(work)],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["rc"] == 0 and "started" in out["out"], f"the kernel did not start in its environment: {out}"
+    assert "reference: imported" not in out["out"], f"the environment's copy of the reference was importable: {out}"
+
+
+def test_an_environment_folder_that_holds_the_course_is_not_opened(tmp_path, monkeypatch):
+    """Were the environment's folder around the course (an environment in /srv, the course in /srv/course),
+    opening it would open the course again: it stays as the rest of the system is, and the course closed."""
+    import os
+
+    from grader import sandbox
+
+    course = tmp_path / "srv" / "course"
+    course.mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "environment_roots", lambda: [str(tmp_path / "srv"), "/opt/python"])
+    with sandbox.fenced(str(course), str(course), public_dirs=["exercises"], closed_dirs=[], memory_mb=None,
+                        os_fence="none"):
+        public = json.loads(os.environ[sandbox.ENV_VAR])["public_roots"]
+    assert "/opt/python" in public and str(tmp_path / "srv") not in public, public
