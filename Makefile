@@ -5,8 +5,8 @@
 #                   on 2 cores, set-up included). TEST_JOBS=1: one process; PYTEST_ARGS=...: more pytest options
 #   make test-fast  course_lib's and the grader's unit tests: no notebooks, no nbgrader, no browser
 #   make lint       ruff over the whole tree (pyproject.toml's [tool.ruff]); LINT_ARGS=--fix to fix what it can
-#   make lab        JupyterLab on the course, with the nbgrader extension (LAB_PORT=8888;
-#                   LAB_DIR=<folder> serves another folder, e.g. a copy of exercises/02-attention)
+#   make lab        JupyterLab on the course, with nbgrader's Validate (LAB_PORT=8888; LAB_DIR=<folder> serves
+#                   another folder, e.g. a copy of exercises/02-attention; LAB_ROLE=instructor adds the formgrader)
 #   make check      quick checks before a commit: stale notebook outputs, exercises in sync, the book and its links
 #   make notebooks  re-execute the chapter notebooks whose stored outputs are stale (ALL=1: every one)
 #   make exercises  regenerate exercises/ from solutions/
@@ -25,6 +25,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB_PORT ?= 8888
 LAB_DIR ?= $(CURDIR)
+LAB_ROLE ?= learner
 PYTEST_ARGS ?=
 # The suite's workers (pytest-xdist): one more than the cores, because part of the suite waits (on a server
 # starting, a browser, a grading kernel behind its fence) and the extra worker keeps both cores busy meanwhile
@@ -117,8 +118,12 @@ ALL ?=
 notebooks: $(STAMP)
 	$(BIN)/python -m tools.notebooks refresh $(if $(ALL),--all)
 
+# A learner's lab by default: nbgrader's Validate and Assignments, not the instructor's formgrader, course
+# list and Create Assignment panel (tools/jupyterlab/learner/ switches those off); LAB_ROLE=instructor has them.
 lab: $(STAMP)
-	@echo "JupyterLab: open http://127.0.0.1:$(LAB_PORT)/lab (the exact URL with its token follows)"
+	@case "$(LAB_ROLE)" in learner|instructor) ;; *) echo "make lab: LAB_ROLE must be learner or instructor, got '$(LAB_ROLE)'" >&2; exit 2;; esac
+	@echo "JupyterLab for the $(LAB_ROLE): open http://127.0.0.1:$(LAB_PORT)/lab (the exact URL with its token follows)"
+	$(if $(filter learner,$(LAB_ROLE)),JUPYTER_CONFIG_PATH="$(CURDIR)/tools/jupyterlab/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}") \
 	$(BIN)/jupyter lab --ip=127.0.0.1 --port=$(LAB_PORT) --no-browser --allow-root \
 		--ServerApp.root_dir="$(LAB_DIR)"
 

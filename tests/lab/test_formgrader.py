@@ -35,9 +35,9 @@ PAGE_TIMEOUT = 60  # seconds for the formgrader page to list the assignments
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """`make lab` on a free port with a scratch gradebook: yields (port, token)."""
+    """`make lab LAB_ROLE=instructor` on a free port with a scratch gradebook: yields (port, token)."""
     gradebook = tmp_path_factory.mktemp("formgrader") / "gradebook.db"
-    with running_lab(env={"GRADEBOOK_URL": f"sqlite:///{gradebook}"}) as lab:
+    with running_lab("LAB_ROLE=instructor", env={"GRADEBOOK_URL": f"sqlite:///{gradebook}"}) as lab:
         yield lab.port, lab.token
 
 

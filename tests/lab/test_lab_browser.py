@@ -271,6 +271,12 @@ def test_a_learner_fails_the_untouched_exercise_then_passes_with_the_reference(l
     found = [i for i, c in enumerate(shown) if c["type"] == "code" and "# YOUR CODE HERE" in c["source"]]
     assert found == stubs, f"cells showing '# YOUR CODE HERE': {found}, nbgrader's solution cells: {stubs}"
     learner.shot("opened")
+    # ... and a learner's Nbgrader menu offers the Assignments, not the instructor's tools
+    page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Nbgrader$")).click()
+    offered = page.eval_on_selector_all(".lm-Menu .lm-Menu-item:not(.lm-mod-hidden) .lm-Menu-itemLabel",
+                                        "els => els.map(e => e.textContent.trim())")
+    page.keyboard.press("Escape")
+    assert offered == ["Assignment List"], f"a learner's Nbgrader menu offers {offered}"
 
     # 2. Run All Cells on the untouched exercise: the run stops at the first visible test, which says why.
     learner.menu("Run", "Run All Cells")
