@@ -110,9 +110,7 @@ def environment_roots() -> list[str]:
     with its own interpreter, so these are this process's virtual environment and the installation it was made
     from. They stay readable wherever they live: in the course folder's ``.venv``, behind a link to another
     folder, in ``/srv``, or under a folder the fence empties (``/tmp``, the instructor's home)."""
-    found = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))}
-    return sorted({os.path.realpath(p) for p in found})
+    return sorted({os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)})
 
 
 def installed_closed() -> list[str]:
