@@ -44,6 +44,7 @@ KERNEL_MS = 120_000  # a kernel to start, or to restart
 RUN_MS = 150_000  # Run All Cells (torch's import alone takes seconds on a busy machine)
 VALIDATE_MS = 180_000  # nbgrader validate executes the whole notebook again, server side
 UI_MS = 60_000  # anything else the page has to render
+START_MS = 20_000  # a cell's prompt to show [*] once Run All Cells is clicked
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 STUB = re.compile(r"^[ \t]*# YOUR CODE HERE\n[ \t]*raise NotImplementedError\([^\n]*\)[ \t]*$", re.M)
@@ -202,10 +203,46 @@ class Learner:
         self.wait_until(js, must_run, timeout_ms, f"cells {must_run} to run and the kernel to be idle")
 
     def menu(self, menu: str, item: str) -> None:
-        """Click a main-menu entry: menu bar label, then the item's exact label (an ellipsis may follow it)."""
+        """Click a main-menu entry: menu bar label, then the item's exact label (an ellipsis may follow it).
+
+        The item must be enabled when it is clicked, and the menu must close after the click (the click
+        reached the item); then the page has no menu open.
+        """
+        self.menus_closed()
         self.page.locator(".lm-MenuBar-item", has_text=re.compile(rf"^{re.escape(menu)}$")).click()
-        label = self.page.locator(".lm-Menu .lm-Menu-itemLabel", has_text=re.compile(rf"^{re.escape(item)}…?$"))
-        label.first.click()
+        entry = self.page.locator(".lm-Menu .lm-Menu-item:not(.lm-mod-disabled)",
+                                  has=self.page.locator(".lm-Menu-itemLabel",
+                                                        has_text=re.compile(rf"^{re.escape(item)}…?$")))
+        try:
+            entry.first.wait_for(state="visible", timeout=UI_MS)
+        except PlaywrightTimeout:
+            self.shot("menu-item")
+            pytest.fail(f"{menu} > {item} is not an enabled menu entry:\n{self.describe()}", pytrace=False)
+        entry.first.click()
+        self.menus_closed()
+
+    def menus_closed(self) -> None:
+        self.wait_until("() => document.querySelectorAll('.lm-Menu').length === 0", None, UI_MS, "no open menu")
+
+    def run_all(self, must_run: list[int]) -> None:
+        """Run > Run All Cells, until the cells in must_run have run and the kernel is idle.
+
+        A run that has started shows [*] or a number on its first cell at once (the page sets the prompt
+        when it sends the request). If no cell shows it within START_MS the menu click did not reach
+        JupyterLab: it is made once more, and said so in the test's output.
+        """
+        started = "(i) => /^\\[(\\*|\\d+)\\]:$/.test(((" + CELLS + ")() || [])[i]?.prompt || '')"
+        for attempt in (1, 2):
+            self.menu("Run", "Run All Cells")
+            try:
+                self.page.wait_for_function(started, arg=must_run[0], timeout=START_MS, polling=100)
+                break
+            except PlaywrightTimeout:
+                if attempt == 2:
+                    self.shot("run-all-not-started")
+                    pytest.fail(f"Run All Cells started no cell, twice:\n{self.describe()}", pytrace=False)
+                print(f"Run All Cells started no cell within {START_MS / 1000:.0f} s; clicking it again")
+        self.wait_run_finished(must_run)
 
     def validate(self) -> str:
         """Click nbgrader's Validate and return the text of the dialog it opens (closing it)."""
@@ -276,12 +313,12 @@ def test_a_learner_fails_the_untouched_exercise_then_passes_with_the_reference(l
     offered = page.eval_on_selector_all(".lm-Menu .lm-Menu-item:not(.lm-mod-hidden) .lm-Menu-itemLabel",
                                         "els => els.map(e => e.textContent.trim())")
     page.keyboard.press("Escape")
+    learner.menus_closed()
     assert offered == ["Assignment List"], f"a learner's Nbgrader menu offers {offered}"
 
     # 2. Run All Cells on the untouched exercise: the run stops at the first visible test, which says why.
-    learner.menu("Run", "Run All Cells")
     first = tests[0]
-    learner.wait_run_finished([i for i in code if i <= first])
+    learner.run_all([i for i in code if i <= first])
     learner.shot("run-all-untouched", show=learner.cell(first).locator(".jp-OutputArea-output").last)
     shown = learner.cells()
     assert "NotImplementedError" in shown[first]["errors"] and "not implemented yet" in shown[first]["errors"], \
@@ -329,8 +366,7 @@ def test_a_learner_fails_the_untouched_exercise_then_passes_with_the_reference(l
     learner.wait_until(f"() => (({CELLS})() || []).every(c => c.prompt === '[ ]:' || c.type !== 'code')", None,
                        KERNEL_MS, "every output and execution count cleared")
     learner.wait_kernel_idle()
-    learner.menu("Run", "Run All Cells")
-    learner.wait_run_finished(code)
+    learner.run_all(code)
     learner.shot("run-all-pasted")
     shown = learner.cells()
     assert [shown[i]["prompt"] for i in code] == [f"[{n}]:" for n in range(1, len(code) + 1)], \
