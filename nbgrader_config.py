@@ -8,6 +8,7 @@ instructor's checkout and are git-ignored.
 
 import os
 import re
+from pathlib import Path
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
@@ -20,6 +21,7 @@ from nbgrader.preprocessors import (
 )
 
 from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests
+from grader.late import CourseLatePolicy, DeadlineError, read_deadlines
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
@@ -104,5 +106,22 @@ c.GuardedExecute.timeout = 60
 c.GuardedExecute.interrupt_on_timeout = True
 c.GuardedExecute.raise_on_iopub_timeout = False
 c.GuardedExecute.execute_retries = 0
+# Late work: deadlines.toml in the course root (or the file DEADLINES names) gives the due dates, the
+# extensions and the policy (grader/late.py; deadlines.example.toml). `make grade` writes the dates into
+# the gradebook; nbgrader compares each submission's timestamp.txt with them and CourseLatePolicy takes
+# the points off. A broken file stops grading here, with the value and the rule named.
+def _deadlines_file(course_root, value):
+    value = (value or "").strip()
+    return os.path.join(course_root, value or "deadlines.toml")
+
+
+try:
+    _deadlines = read_deadlines(Path(_deadlines_file(c.CourseDirectory.root, os.environ.get("DEADLINES"))))
+except DeadlineError as exc:
+    raise SystemExit(f"nbgrader_config.py: {exc}") from None
+c.AssignLatePenalties.plugin_class = CourseLatePolicy
+c.CourseLatePolicy.penalty = _deadlines.penalty
+c.CourseLatePolicy.points_per_hour = _deadlines.points_per_hour
+
 # Feedback shows each test's visible part and the diagnosis, never the hidden tests' code.
 c.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]

@@ -38,6 +38,7 @@ import argparse
 import csv
 import functools
 import json
+import math
 import os
 import re
 import subprocess
@@ -50,8 +51,11 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
+from grader.late import DeadlineError, Deadlines, read_deadlines
 from tools.gradebook import gradebook_url
 
+#: grades.csv: the score after any late penalty, the penalty, and the hours past the learner's due date
+CSV_COLUMNS = ["student_id", "assignment", "score", "max_score", "late_penalty", "hours_late", "status", "message"]
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 
 
@@ -209,8 +213,10 @@ def import_zip(root: Path, archive: Path, assignments: list[str]) -> list[Proble
     return problems
 
 
-def sync_gradebook(root: Path, assignment: str) -> None:
-    """Record the assignment's notebooks, cells and points in the gradebook."""
+def sync_gradebook(root: Path, assignment: str, deadlines: Deadlines) -> None:
+    """Record the assignment's notebooks, cells and points in the gradebook, and its due date (or none)."""
+    from nbgrader.api import Gradebook
+
     with tempfile.TemporaryDirectory(prefix="release-") as scratch:
         cmd = nbgrader_command(
             "generate_assignment", assignment, "--force", "--log-level=ERROR",
@@ -219,6 +225,27 @@ def sync_gradebook(root: Path, assignment: str) -> None:
         res = subprocess.run(cmd, cwd=root, env=_env(), capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{res.stdout}{res.stderr}")
+    with Gradebook(gradebook_url(root)) as gb:
+        gb.update_or_create_assignment(assignment, duedate=deadlines.due.get(assignment))
+
+
+def grant_extensions(root: Path, assignment: str, students: list[str], deadlines: Deadlines) -> None:
+    """Each learner's extension into the gradebook as deadlines.toml gives it (none there: none in the gradebook)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(gradebook_url(root)) as gb:
+        for student in students:
+            extension = deadlines.extension(assignment, student) if assignment in deadlines.due else None
+            if extension is None:
+                try:
+                    if gb.find_submission(assignment, student).extension is not None:
+                        gb.grant_extension(assignment, student)  # no time given: the extension is removed
+                except MissingEntry:
+                    pass
+                continue
+            gb.update_or_create_student(student)
+            gb.update_or_create_submission(assignment, student)
+            gb.grant_extension(assignment, student, minutes=extension.total_seconds() / 60)
 
 
 def autograde(root: Path, assignment: str, students: list[str], everyone: list[str],
@@ -236,6 +263,35 @@ def autograde(root: Path, assignment: str, students: list[str], everyone: list[s
     if res.returncode != 0 and "database is locked" in res.stdout + res.stderr:  # SQLite and a parallel grader
         res = subprocess.run(cmd, cwd=root, env=_env(threads), capture_output=True, text=True)
     return res
+
+
+def apply_late_policy(root: Path, assignment: str, students: list[str], deadlines: Deadlines) -> None:
+    """Each graded submission's late penalty as deadlines.toml gives it now, without grading it again.
+
+    Autograde assigns the penalty as it grades (nbgrader's AssignLatePenalties with
+    :class:`grader.late.CourseLatePolicy`); this applies a due date, an extension or a policy changed since,
+    so the gradebook always follows the file; and the submission's time from its timestamp.txt.
+    """
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.utils import parse_utc
+
+    with Gradebook(gradebook_url(root)) as gb:
+        for student in students:
+            try:
+                sub = gb.find_submission(assignment, student)
+            except MissingEntry:
+                continue
+            stamp = root / "submitted" / student / assignment / "timestamp.txt"
+            try:
+                if stamp.is_file() and stamp.read_text().strip():
+                    sub.timestamp = parse_utc(stamp.read_text().strip())  # as autograde reads it
+            except ValueError:  # autograde named it; the time the gradebook has stays
+                pass
+            gb.db.flush()
+            late_s = sub.total_seconds_late
+            for nb in sub.notebooks:
+                nb.late_submission_penalty = deadlines.penalty_for(nb.score, late_s) or None
+        gb.db.commit()
 
 
 def failed_students(res: subprocess.CompletedProcess, assignment: str, students: list[str]) -> list[str]:
@@ -291,14 +347,19 @@ def write_csv(root: Path, out: Path, assignments: list[str], problems: list[Prob
                 continue
             for student in sorted(set(students) | {p.student for p in problems if p.assignment == assignment}):
                 per_cell = {}
+                penalty, late_s = 0.0, 0.0
                 try:
                     sub = gb.find_submission(assignment, student)
-                    score, graded = sub.score, True
+                    graded = bool(sub.notebooks)
+                    penalty, late_s = sub.late_submission_penalty or 0.0, sub.total_seconds_late
+                    score = sub.score - penalty
                     for nb in sub.notebooks:
                         per_cell.update({g.name: g.score for g in nb.grades})
                 except MissingEntry:
                     score, graded = 0.0, False
                 status = "graded" if graded else "no submission"
+                if graded and late_s > 0:
+                    status += f", late by {late_text(late_s)}"
                 found = bad.get((student, assignment), [])
                 if found:
                     status = "not graded" + ("; earlier grade kept" if graded else "")
@@ -308,16 +369,26 @@ def write_csv(root: Path, out: Path, assignments: list[str], problems: list[Prob
                     "assignment": assignment,
                     "score": f"{score:g}",
                     "max_score": f"{max_score:g}",
+                    "late_penalty": f"{penalty:g}",
+                    "hours_late": f"{late_s / 3600:.2f}",
                     "status": status,
                     "message": "; ".join(messages),
                     "cells": per_cell,
                 })
     with out.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["student_id", "assignment", "score", "max_score", "status", "message"],
-                                extrasaction="ignore")
+        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     return rows
+
+
+def late_text(seconds: float) -> str:
+    """'2 d 3 h 5 min', '3 h 5 min', '12 min': a time late as an instructor reads it (minutes rounded up)."""
+    minutes = math.ceil(seconds / 60)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(rest, 60)
+    parts = [f"{days} d"] * bool(days) + [f"{hours} h"] * bool(hours) + [f"{minutes} min"] * bool(minutes)
+    return " ".join(parts)
 
 
 def print_table(rows: list[dict]) -> None:
@@ -361,6 +432,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout is not None and args.timeout <= 0:
         print(f"make grade: --timeout must be a positive number of seconds, got {args.timeout}", file=sys.stderr)
         return 2
+    deadlines_path = root / (os.environ.get("DEADLINES", "").strip() or "deadlines.toml")
+    try:
+        deadlines = read_deadlines(deadlines_path, sorted(p.name for p in solutions.iterdir() if p.is_dir()))
+    except DeadlineError as exc:
+        print(f"make grade: {exc}; nothing was graded", file=sys.stderr)
+        return 2
     jobs = args.jobs if args.jobs is not None else max(1, min(4, os.cpu_count() or 1))
     if jobs <= 0:
         print(f"make grade: --jobs must be a positive number of submissions, got {jobs}", file=sys.stderr)
@@ -380,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         if not submissions:
             continue
         graded.append(assignment)
-        sync_gradebook(root, assignment)
+        sync_gradebook(root, assignment, deadlines)
         todo = []
         for student, notebooks in submissions.items():
             found = check_submission(root, student, assignment, notebooks)
@@ -388,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
             if not found:
                 todo.append(student)
         fresh = [s for s in todo if needs_grading(root, assignment, s)]
+        grant_extensions(root, assignment, todo, deadlines)
         print(f"{assignment}: {len(todo)} of {len(submissions)} submission(s) gradable, "
               f"{len(fresh)} new or changed, graded {jobs} at a time")
 
@@ -403,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
                                             "nbgrader could not grade it (see its log above)"))
                 if res.returncode != 0:
                     print(res.stdout + res.stderr, file=sys.stderr)
+        apply_late_policy(root, assignment, todo, deadlines)
         for student in todo:
             found_notes = notes_on(root, assignment, student)
             if found_notes:

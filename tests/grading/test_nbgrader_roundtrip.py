@@ -7,11 +7,18 @@ release, lost points for a wrong implementation from the catalogue, an endless
 loop stopped by the per-cell timeout, and a corrupt submission reported by
 student and file while everyone else is graded. A second run proves that a
 corrupt resubmission never costs a student their earlier grade.
+
+The class has due dates (deadlines.toml, grader/late.py) and each submission
+the timestamp.txt nbgrader's collect writes: alice on time, bob and carol
+2 h 30 min late (a point off per hour begun), dave as late with an extension.
+Editing the file and grading again re-applies the policy, grading nothing
+again; a broken file stops `make grade` before anything is graded.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import os
 import runpy
 import shutil
@@ -32,6 +39,18 @@ pytestmark = pytest.mark.slow
 ASSIGNMENT = "02-attention"
 NOTEBOOK = "attention"
 CELL_TIMEOUT = 5
+DUE = dt.datetime(2026, 12, 4, 22, 59)  # UTC
+DEADLINES = f"""timezone = "UTC"
+[late]
+penalty = "per-hour"
+points_per_hour = 1
+[due]
+{ASSIGNMENT} = {DUE.isoformat()}
+[extensions.{ASSIGNMENT}]
+dave = {(DUE + dt.timedelta(days=1)).isoformat()}
+"""
+LATE = dt.timedelta(hours=2, minutes=30)
+SUBMITTED = {"alice": DUE - dt.timedelta(minutes=5), "bob": DUE + LATE, "carol": DUE + LATE, "dave": DUE + LATE}
 
 
 def run_grade(course: Path) -> subprocess.CompletedProcess:
@@ -93,6 +112,9 @@ def course(tmp_path_factory):
     endless = "def causal_mask(n):\n    while True:\n        pass\n"
     submit(course, "dave", with_solution_cell(solution, "causal_mask", endless))
     submit(course, "erin", solution.read_text()[:700])  # cut off mid-file: not JSON
+    for student, when in SUBMITTED.items():  # as nbgrader's collect writes it
+        (course / "submitted" / student / ASSIGNMENT / "timestamp.txt").write_text(f"{when.isoformat()} UTC")
+    (course / "deadlines.toml").write_text(DEADLINES)
     first = run_grade(course)
     return course, first
 
@@ -155,3 +177,50 @@ def test_a_corrupt_resubmission_keeps_the_earlier_grade(course):
     assert broken.read_text() == "{ this is not a notebook"
     rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
     assert rows["alice"]["score"] == "10" and "earlier grade kept" in rows["alice"]["status"]
+
+
+def csv_rows(course: Path) -> dict[str, dict]:
+    return {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
+
+
+def test_late_work_is_flagged_and_penalised_as_it_is_graded_and_an_extension_honoured(course):
+    course, first = course
+    rows = csv_rows(course)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_assignment(ASSIGNMENT).duedate == DUE
+        assert gb.find_submission(ASSIGNMENT, "dave").extension == dt.timedelta(days=1)
+        # nbgrader's autograde assigned the penalty (CourseLatePolicy): three hours begun, a point each
+        penalties = {s: gb.find_submission(ASSIGNMENT, s).late_submission_penalty for s in SUBMITTED}
+    carol = total(course, "carol")
+    assert penalties == {"alice": 0, "bob": 0, "carol": 3, "dave": 0}, penalties  # bob has no points to lose
+    assert rows["carol"]["score"] == f"{carol - 3:g}" and rows["carol"]["late_penalty"] == "3", rows["carol"]
+    assert rows["carol"]["status"] == rows["bob"]["status"] == "graded, late by 2 h 30 min", first.stdout
+    assert rows["bob"]["hours_late"] == "2.50" and rows["bob"]["score"] == "0"
+    assert rows["dave"]["status"] == "graded" and rows["dave"]["late_penalty"] == "0"  # his own due date is later
+
+
+def test_a_changed_policy_applies_at_the_next_run_without_grading_again(course):
+    course, _ = course
+    autograded = {s: (course / "autograded" / s / ASSIGNMENT / f"{NOTEBOOK}.ipynb").stat().st_mtime_ns
+                  for s in ("bob", "carol", "dave")}
+    # carol gets an extension, late work now scores zero, and dave's extension is withdrawn
+    (course / "deadlines.toml").write_text(
+        DEADLINES.replace('penalty = "per-hour"\npoints_per_hour = 1', 'penalty = "zero"')
+        .replace("dave = ", "carol = "))
+    res = run_grade(course)
+    rows = csv_rows(course)
+    assert (rows["carol"]["score"], rows["carol"]["status"]) == (f"{total(course, 'carol'):g}", "graded"), res.stdout
+    assert (rows["dave"]["score"], rows["dave"]["late_penalty"]) == ("0", f"{total(course, 'dave'):g}"), res.stdout
+    assert rows["dave"]["status"] == "graded, late by 2 h 30 min"
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_submission(ASSIGNMENT, "dave").extension is None
+    assert {s: (course / "autograded" / s / ASSIGNMENT / f"{NOTEBOOK}.ipynb").stat().st_mtime_ns
+            for s in autograded} == autograded, "a changed policy graded a submission again"
+
+    # A broken file: refused by name before anything is graded; grades.csv stays as it was.
+    before = (course / "grades.csv").read_bytes()
+    (course / "deadlines.toml").write_text(DEADLINES.replace("points_per_hour = 1", "points_per_hour = 0"))
+    res = run_grade(course)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "points_per_hour = 0 must be a positive number" in res.stderr and "nothing was graded" in res.stderr
+    assert (course / "grades.csv").read_bytes() == before
