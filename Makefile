@@ -12,6 +12,8 @@
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade      autograde every submission under submitted/ (or SUBMISSIONS=export.zip), write grades.csv
 #   make feedback   HTML feedback for every graded submission, hidden tests not shown
+#   make export-grades  the gradebook as CSV for Canvas, Moodle and nbgrader into exports/ (ROSTER=roster.csv:
+#                   id,name,email adds names and every learner on it; MISSING=zero: 0 for no submission)
 #   make stability  the reference keeps full marks over 100 random seeds of every hidden test (minutes)
 #   make mutants    mutation-test the assignments' hidden tests (minutes; MUTANTS_ARGS="--assignment 02-attention")
 #   make portability  nbval strict on every chapter notebook under each CPU-kernel and thread variant (minutes)
@@ -40,7 +42,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo
+.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo export-grades
 
 all: help
 
@@ -137,6 +139,9 @@ grade: system-grade $(STAMP)
 
 feedback: $(STAMP)
 	$(BIN)/python -m tools.feedback
+
+export-grades: $(STAMP)
+	$(BIN)/python -m tools.export_grades $(if $(ROSTER),--roster "$(ROSTER)") $(if $(MISSING),--missing $(MISSING))
 
 stability: $(STAMP)
 	COURSE_STABILITY_SEEDS=100 $(BIN)/python -m pytest tests/grading/test_reference_stability.py -p no:cacheprovider -q
