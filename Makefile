@@ -14,6 +14,10 @@
 #   make feedback   HTML feedback for every graded submission, hidden tests not shown
 #   make export-grades  the gradebook as CSV for Canvas, Moodle and nbgrader into exports/ (ROSTER=roster.csv:
 #                   id,name,email adds names and every learner on it; MISSING=zero: 0 for no submission)
+#   make hub        as root: set up and start the course's JupyterHub for a class on this machine (HUB_PORT=8000,
+#                   HUB_AUTH=pam|shared, IDLE_MINUTES=60, HUB_PREFIX=/opt/transformers-course; tools/hub.py)
+#   make hub-users  as root: ROSTER=roster.csv (id,name,email) adds learners, INSTRUCTOR=<name> the instructor
+#   make hub-stop   stop the hub and its servers (users, work, grades and feedback stay)
 #   make stability  the reference keeps full marks over 100 random seeds of every hidden test (minutes)
 #   make mutants    mutation-test the assignments' hidden tests (minutes; MUTANTS_ARGS="--assignment 02-attention")
 #   make portability  nbval strict on every chapter notebook under each CPU-kernel and thread variant (minutes)
@@ -42,7 +46,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo export-grades
+.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo export-grades hub hub-users hub-stop
 
 all: help
 
@@ -139,6 +143,20 @@ grade: system-grade $(STAMP)
 
 feedback: $(STAMP)
 	$(BIN)/python -m tools.feedback
+
+HUB_PORT ?= 8000
+HUB_AUTH ?= pam
+IDLE_MINUTES ?= 60
+HUB_AT = $(if $(HUB_PREFIX),--prefix "$(HUB_PREFIX)")
+hub: $(STAMP)
+	$(BIN)/python -m tools.hub setup $(HUB_AT)
+	$(BIN)/python -m tools.hub start $(HUB_AT) --port $(HUB_PORT) --auth $(HUB_AUTH) --idle-minutes $(IDLE_MINUTES)
+
+hub-users: $(STAMP)
+	$(BIN)/python -m tools.hub users $(HUB_AT) $(if $(ROSTER),--roster "$(ROSTER)") $(if $(INSTRUCTOR),--instructor "$(INSTRUCTOR)")
+
+hub-stop: $(STAMP)
+	$(BIN)/python -m tools.hub stop $(HUB_AT)
 
 export-grades: $(STAMP)
 	$(BIN)/python -m tools.export_grades $(if $(ROSTER),--roster "$(ROSTER)") $(if $(MISSING),--missing $(MISSING))

@@ -83,6 +83,8 @@ class GuardedExecute(Execute):
     closed_dirs = List(Unicode(), ["course_lib", os.path.join("grader", "assignments")],
                        help="folders closed to the kernel even inside a readable one: the reference and the "
                             "grader's assignments").tag(config=True)
+    private_dirs = List(Unicode(), [], help="more folders closed to the kernel, anywhere on the machine (a hub's "
+                                           "homes and nbgrader's exchange)").tag(config=True)
     os_fence = Unicode("bwrap", help="the OS fence around the grading kernel: 'bwrap' (bubblewrap: read-only system, "
                                      "no network, the instructor's files out of view) or 'none' (the Python fence "
                                      "alone)").tag(config=True)
@@ -91,7 +93,8 @@ class GuardedExecute(Execute):
         resources = resources or {}
         workdir = resources.get("metadata", {}).get("path") or os.getcwd()
         with fenced(workdir, self.course_root or os.getcwd(), public_dirs=list(self.public_dirs),
-                    closed_dirs=list(self.closed_dirs), memory_mb=self.memory_mb, os_fence=self.os_fence) as fence:
+                    closed_dirs=list(self.closed_dirs), memory_mb=self.memory_mb, os_fence=self.os_fence,
+                    private_dirs=list(self.private_dirs)) as fence:
             self._fence_dir, self._exchange = fence.fence_dir, fence.exchange
             if fence.bwrap is not None:
                 self.kernel_manager_class = fenced_manager(fence.bwrap)

@@ -134,7 +134,7 @@ def installed_closed() -> list[str]:
 
 @contextlib.contextmanager
 def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dirs: list[str],
-           memory_mb: int | None, os_fence: str) -> Iterator[Enclosure]:
+           memory_mb: int | None, os_fence: str, private_dirs: list[str] = ()) -> Iterator[Enclosure]:
     """Both fences' settings for the kernel of one submission, in the environment it inherits, secrets out of it.
 
     Args:
@@ -142,12 +142,14 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
         course_root: the course folder; it and the grader's checkout are closed but for ``public_dirs``.
         public_dirs: folders of the course that stay readable (``exercises``, ``.venv``...).
         closed_dirs: folders closed even inside a readable one (the reference, the grader's assignments).
+        private_dirs: more folders closed to the kernel, anywhere (on a hub: the homes and nbgrader's exchange,
+            where the other learners' work is).
         memory_mb: the kernel's address-space limit (None or 0: none).
         os_fence: one of :data:`OS_FENCES`.
     """
     courses = sorted({course_root, CHECKOUT})
     home = os.path.expanduser("~")
-    roots = courses + [os.path.join(home, p) for p in HOME_SECRETS]
+    roots = courses + [os.path.join(home, p) for p in HOME_SECRETS] + [os.path.abspath(p) for p in private_dirs]
     settings = {
         "workdir": os.path.abspath(workdir),
         "private_roots": roots,
@@ -177,11 +179,20 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
     os.environ[ENV_VAR] = json.dumps(settings)
     # the kernel inherits this process's environment: no database URL or credential may reach it
     secrets = {k: os.environ.pop(k) for k in list(os.environ) if is_secret(k)}
+    # the kernel's side of the grader is this checkout's, the judge's own (another copy could be on the
+    # environment's path, as on a hub, where the environment holds a copy of the course and the instructor
+    # grades from theirs): the wire between them is one version
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = CHECKOUT + (os.pathsep + path if path else "")
     try:
         yield Enclosure(bwrap, fence_dir, exchange)
     finally:
         os.environ.pop(ENV_VAR, None)
         os.environ.update(secrets)
+        if path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = path
         shutil.rmtree(exchange, ignore_errors=True)
         if fence_dir:
             shutil.rmtree(fence_dir, ignore_errors=True)
@@ -204,7 +215,7 @@ def bwrap_arguments(*, hidden: list[str], readable: list[str], writable: list[st
             "--die-with-parent", "--setenv", "TMPDIR", "/tmp", "--setenv", "IPYTHONDIR", "/tmp/ipython",
             # the kernel sees bwrap as its parent: bwrap, not the kernel, watches the grader (--die-with-parent)
             "--setenv", "JPY_PARENT_PID", "0"]
-    for path in hidden:
+    for path in sorted(hidden, key=lambda p: os.path.normpath(p).count(os.sep)):  # a folder before those in it
         if os.path.isdir(path):
             args += ["--tmpfs", path]
         elif os.path.exists(path):

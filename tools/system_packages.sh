@@ -3,8 +3,11 @@
 #   tools/system_packages.sh book   what `make book` needs: Python's venv (python3-venv where Python is Debian's)
 #   tools/system_packages.sh test   what `make test` needs besides: postgresql (tests/test_gradebook_postgres.py
 #                                   starts its own server), chromium (the browser tests, headless) and
-#                                   bubblewrap (the OS fence around the grading kernel)
+#                                   bubblewrap (the OS fence around the grading kernel), and Node.js where
+#                                   none is installed (the class hub's proxy, tests/hub)
 #   tools/system_packages.sh grade  what `make grade` needs besides: bubblewrap
+#   tools/system_packages.sh hub    what `make hub` needs besides: bubblewrap, and Debian's nodejs and npm
+#                                   where no Node.js is installed (the hub's proxy)
 # Idempotent: when everything is there it only checks, and apt is not touched. As root it installs
 # what is missing with apt-get; otherwise it stops with one line naming the packages and the command
 # to run, before any test starts.
@@ -13,9 +16,14 @@ set -euo pipefail
 what=${1:-test}
 case "$what" in
     book) packages=() ;;
-    test) packages=(postgresql chromium bubblewrap) ;;
+    test) packages=(postgresql chromium bubblewrap)  # and Node.js for the hub's proxy (tests/hub)
+        command -v node >/dev/null 2>&1 || packages+=(nodejs)
+        command -v npm >/dev/null 2>&1 || packages+=(npm) ;;
     grade) packages=(bubblewrap) ;;
-    *) echo "system_packages: '$what' is not a target; use book, test or grade" >&2; exit 2 ;;
+    hub) packages=(bubblewrap)  # and Node.js for the proxy, below
+        command -v node >/dev/null 2>&1 || packages+=(nodejs)
+        command -v npm >/dev/null 2>&1 || packages+=(npm) ;;
+    *) echo "system_packages: '$what' is not a target; use book, test, grade or hub" >&2; exit 2 ;;
 esac
 
 PYTHON=${PYTHON:-python3}

@@ -1,0 +1,110 @@
+"""JupyterHub's configuration for the course's hub on one machine (`make hub`; tools/hub.py starts it).
+
+Everything the hub needs lives under one folder, the hub's prefix (``/opt/transformers-course`` unless
+``HUB_PREFIX`` names another), which tools/hub.py lays out:
+
+    env/        the course's Python environment, made from the system's Python: every user can run it
+    course/     this repository's files, read-only (course_lib, the grader, exercises, this file)
+    proxy/      configurable-http-proxy from npm (hub/package-lock.json)
+    etc/learner, etc/instructor   each role's Jupyter configuration (JUPYTER_CONFIG_PATH of its servers)
+    exchange/   nbgrader's exchange: release, submit, collect, feedback
+    state/      the hub's database, cookie secret and log (root only): what survives a restart
+
+tools/hub.py passes the rest in the environment: the ports, the log-in and the idle time.
+"""
+
+import grp
+import os
+from pathlib import Path
+
+c = get_config()  # noqa: F821 - provided by traitlets when JupyterHub loads this file
+
+PREFIX = Path(os.environ["COURSE_HUB_PREFIX"])
+ENV, STATE = PREFIX / "env", PREFIX / "state"
+LEARNERS = os.environ.get("COURSE_HUB_LEARNERS", "course-learners")
+INSTRUCTORS = os.environ.get("COURSE_HUB_INSTRUCTORS", "course-instructors")
+
+# --- where it listens: loopback unless told otherwise (put a TLS-terminating proxy in front for a class)
+c.JupyterHub.bind_url = f"http://{os.environ.get('COURSE_HUB_IP', '127.0.0.1')}:{os.environ['COURSE_HUB_PORT']}"
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = int(os.environ["COURSE_HUB_API_PORT"])
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{os.environ['COURSE_HUB_PROXY_API_PORT']}"
+c.ConfigurableHTTPProxy.command = [str(PREFIX / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy")]
+c.ConfigurableHTTPProxy.pid_file = str(STATE / "proxy.pid")
+
+# --- what survives a restart: users and their servers' records, the cookie secret (log-ins stay valid)
+c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
+c.JupyterHub.pid_file = str(STATE / "jupyterhub.pid")
+c.JupyterHub.cleanup_servers = True  # `make hub-stop` stops the learners' servers too; their files stay
+
+# --- log-in: the machine's accounts (PAM), or one shared password for a demo
+members = {g: set(grp.getgrnam(g).gr_mem) if g in {x.gr_name for x in grp.getgrall()} else set()
+           for g in (LEARNERS, INSTRUCTORS)}
+if os.environ.get("COURSE_HUB_AUTH", "pam") == "shared":
+    # one password for the learners, another (32 characters or more) for the instructors: a learner who
+    # knows the first cannot log in as an instructor
+    c.JupyterHub.authenticator_class = "shared-password"
+    c.SharedPasswordAuthenticator.user_password = (STATE / "shared-password").read_text().strip()
+    c.SharedPasswordAuthenticator.admin_password = (STATE / "shared-admin-password").read_text().strip()
+    c.Authenticator.allowed_users = members[LEARNERS] | members[INSTRUCTORS]  # the course's accounts, nobody else
+else:
+    c.JupyterHub.authenticator_class = "pam"
+    c.PAMAuthenticator.allowed_groups = {LEARNERS, INSTRUCTORS}
+    c.PAMAuthenticator.open_sessions = False  # no systemd-logind session per server
+c.Authenticator.admin_users = members[INSTRUCTORS]
+
+# --- each user's server: a process of their own account, on loopback, in their home folder
+c.JupyterHub.spawner_class = "localprocess"
+c.Spawner.cmd = [str(ENV / "bin" / "jupyterhub-singleuser")]
+c.Spawner.ip = "127.0.0.1"
+c.Spawner.default_url = "/lab"
+c.Spawner.notebook_dir = "~"
+c.Spawner.environment = {"PATH": f"{ENV / 'bin'}:/usr/local/bin:/usr/bin:/bin"}
+c.Spawner.http_timeout = 120
+c.Spawner.start_timeout = 120
+
+
+def role_of(name: str) -> str:
+    """'instructor' for a member of the instructors' group (as it is now), else 'learner'."""
+    try:
+        return "instructor" if name in grp.getgrnam(INSTRUCTORS).gr_mem else "learner"
+    except KeyError:
+        return "learner"
+
+
+def by_role(spawner) -> None:
+    """A learner's server has the Assignments tab and Validate; the instructor's adds the formgrader, which
+    JupyterLab shows in a frame: that server alone may be framed by its own pages (etc/instructor)."""
+    role = role_of(spawner.user.name)
+    spawner.environment["JUPYTER_CONFIG_PATH"] = str(PREFIX / "etc" / role)
+    spawner.environment["COURSE_ROLE"] = role
+
+
+c.Spawner.pre_spawn_hook = by_role
+
+# --- a machine that stays up for a class: idle servers are stopped (their files stay)
+idle = int(os.environ.get("COURSE_HUB_IDLE_S", "3600"))
+c.JupyterHub.services = [{
+    "name": "idle-culler",
+    "command": [str(ENV / "bin" / "python"), "-m", "jupyterhub_idle_culler", f"--timeout={idle}",
+                f"--cull-every={max(10, min(300, idle // 2))}"],
+}]
+c.JupyterHub.load_roles = [{
+    "name": "idle-culler",
+    "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+    "services": ["idle-culler"],
+}]
+
+# --- the course's own tools (tools/hub.py, the tests) speak to the hub as a service with this token
+admin_token = os.environ.get("COURSE_HUB_ADMIN_TOKEN")
+if admin_token:
+    c.JupyterHub.services.append({"name": "course-admin", "api_token": admin_token})
+    c.JupyterHub.load_roles.append({"name": "course-admin", "services": ["course-admin"],
+                                    "scopes": ["admin:users", "admin:servers", "tokens", "list:users"]})
+
+# --- this machine's own settings (another log-in, TLS, limits): state/jupyterhub_config_local.py, if present,
+# is read last (README, "A class on one machine", has an LTI 1.3 example)
+local = STATE / "jupyterhub_config_local.py"
+if local.is_file():
+    load_subconfig(str(local))  # noqa: F821 - provided by traitlets in a config file

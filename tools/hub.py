@@ -1,0 +1,546 @@
+"""`make hub`: the course's JupyterHub on one machine, with nbgrader's exchange, for a class.
+
+    python -m tools.hub setup  [--prefix DIR]             lay out the hub's folder (as root)
+    python -m tools.hub users  --roster CSV [--instructor NAME] [--prefix DIR]
+    python -m tools.hub start  [--prefix DIR] [--port 8000] [--auth pam|shared] [--idle-minutes 60]
+    python -m tools.hub stop   [--prefix DIR]
+
+The shape of The Littlest JupyterHub, with the repository's own files, under one folder (the prefix,
+``/opt/transformers-course``; hub/jupyterhub_config.py says what each sub-folder holds):
+
+* **setup** installs what is missing (Debian packages as root: Node.js for the proxy, bubblewrap for the
+  grading fence), copies the repository's tracked files into ``course/`` (read-only for everyone), builds
+  ``env/`` from the system's Python (a virtual environment made from an interpreter inside root's home
+  folder cannot be run by other users) with the same pins as ``.venv``, installs configurable-http-proxy
+  from hub/package-lock.json with ``npm ci``, and writes each role's Jupyter configuration: learners get the
+  Assignments tab and Validate, the instructor adds the formgrader, which JupyterLab shows in a frame of the
+  instructor's own server (JupyterHub forbids frames on every server; only the instructor's allows its own).
+  Run again, it redoes only what changed.
+* **users** adds learners from a class list (``id,name,email``) as Unix accounts whose home folders only
+  they can read (mode 0700), in the learners' group, each with a first password written to
+  ``state/passwords.csv`` (root only) for the instructor to hand out; ``--instructor`` adds the
+  instructor, with a copy of the course to grade in (``~/course``). A bad row (an invalid or duplicate id,
+  an account that exists but is not the course's) is named and skipped; nothing is half-created.
+* **start** starts JupyterHub in the background (its log: ``state/jupyterhub.log``) and waits until it
+  answers; **stop** stops it and the servers it started. Users, submissions, grades and feedback stay:
+  ``start`` again and everything is there.
+
+nbgrader's exchange is ``exchange/`` with one course id (``transformers-course``): learners can submit but
+cannot list the submissions folder, so they see no one else's work. When the instructor grades (``make
+grade``'s tool from ``~/course``), the grading fence also hides ``/home`` and the exchange from the
+submission's kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import grp
+import hashlib
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.course_book import ROOT
+
+DEFAULT_PREFIX = Path("/opt/transformers-course")
+COURSE_ID = "transformers-course"
+LEARNERS, INSTRUCTORS = "course-learners", "course-instructors"
+#: a Unix account name as Debian's useradd accepts it by default
+USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+#: pins that differ from constraints.txt in the hub's environment (hub/overrides.txt says why)
+OVERRIDES = ROOT / "hub" / "overrides.txt"
+START_S = 120
+
+
+class HubError(RuntimeError):
+    """Something the hub needs is missing or wrong; the message names it."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The hub's folders under its prefix."""
+
+    prefix: Path
+
+    def __getattr__(self, name: str) -> Path:
+        if name in ("env", "course", "proxy", "etc", "exchange", "state", "wheels"):
+            return self.prefix / name
+        raise AttributeError(name)
+
+
+@dataclass(frozen=True)
+class Groups:
+    learners: str = LEARNERS
+    instructors: str = INSTRUCTORS
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if res.returncode != 0:
+        raise HubError(f"{' '.join(map(str, cmd))} failed ({res.returncode}):\n{res.stdout}{res.stderr}")
+    return res
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise HubError("the hub is set up and run as root (it creates accounts and starts servers as them): "
+                       "run it with sudo")
+    if not shutil.which("apt-get") and not shutil.which("useradd"):
+        raise HubError("the hub needs a Debian or Ubuntu machine (apt-get and useradd are missing)")
+
+
+def digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:16]
+
+
+# --- setup ----------------------------------------------------------------------------------------
+
+def tracked_files(repo: Path) -> list[str]:
+    """The repository's tracked files (git ls-files), or every file but the build folders without git."""
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "ls-files", "-z"], capture_output=True, check=True).stdout
+        return [f for f in out.decode().split("\0") if f and (repo / f).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        skip = {".venv", "_build", ".git", "__pycache__", "submitted", "autograded", "feedback", "exports"}
+        return [str(p.relative_to(repo)) for p in repo.rglob("*")
+                if p.is_file() and not skip & set(p.relative_to(repo).parts)]
+
+
+def install_course(layout: Layout, repo: Path) -> None:
+    """The repository's files into course/, world-readable, replaced whole (a removed file goes too)."""
+    fresh = layout.prefix / "course.new"
+    shutil.rmtree(fresh, ignore_errors=True)
+    for rel in tracked_files(repo):
+        dest = fresh / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / rel, dest)
+    for path in [fresh, *fresh.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+    old = layout.prefix / "course.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if layout.course.exists():
+        layout.course.rename(old)
+    fresh.rename(layout.course)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def system_python() -> str:
+    """The interpreter the environment is made from: HUB_PYTHON, else Debian's /usr/bin/python3."""
+    exe = os.environ.get("HUB_PYTHON") or "/usr/bin/python3"
+    if not Path(exe).is_file():
+        raise HubError(f"no system Python at {exe}: install Debian's python3 (or name one with HUB_PYTHON=)")
+    return exe
+
+
+def build_env(layout: Layout, repo: Path) -> bool:
+    """The course's environment in env/ from the system's Python, the same pins as .venv. True if (re)built.
+
+    torch is the CPU wheel pip finds (pip's configuration may point at a local file of it), fetched with the
+    running environment's pip and installed by uv with everything else; bytecode is compiled at install
+    (the environment is read-only to the users whose servers import it).
+    """
+    python = system_python()
+    version = run([python, "-c", "import sys; print(sys.version)"]).stdout
+    reqs, cons, over = ((repo / f).read_bytes() for f in ("requirements.txt", "constraints.txt", "hub/overrides.txt"))
+    key = digest(reqs, cons, over, version.encode())
+    stamp = layout.env / ".course-env"
+    if stamp.is_file() and stamp.read_text() == key:
+        return False
+    shutil.rmtree(layout.env, ignore_errors=True)
+    run([python, "-m", "venv", "--without-pip", str(layout.env)])
+    layout.wheels.mkdir(exist_ok=True)
+    torch = next(line for line in reqs.decode().splitlines() if line.startswith("torch=="))
+    if not list(layout.wheels.glob(f"torch-{torch.split('==')[1]}*.whl")):
+        run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+             "-d", str(layout.wheels), torch])
+    wheel = sorted(layout.wheels.glob(f"torch-{torch.split('==')[1]}*.whl"))[-1]
+    overridden = {re.split(r"[=<>!~ ]", line)[0].lower() for line in over.decode().splitlines()
+                  if line.strip() and not line.startswith("#")}
+    pins = layout.prefix / "constraints.txt"
+    pins.write_text("".join(line + "\n" for line in cons.decode().splitlines()
+                            if re.split(r"[=<>!~ ]", line)[0].lower() not in overridden))
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if uv is None:
+        raise HubError("uv is missing from the course's .venv: run `make setup` first")
+    run([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(layout.env / "bin" / "python"),
+         str(wheel), "-r", str(repo / "requirements.txt"), "-c", str(pins),
+         "--override", str(repo / "hub" / "overrides.txt")],
+        env=dict(os.environ, UV_LINK_MODE=os.environ.get("UV_LINK_MODE", "copy")))
+    site = next((layout.env / "lib").glob("python3*/site-packages"))
+    (site / "transformers_course.pth").write_text(f"{layout.course}\n")  # course_lib and the grader
+    settings = layout.env / "share" / "jupyter" / "lab" / "settings"
+    settings.mkdir(parents=True, exist_ok=True)
+    shutil.copy(repo / "tools" / "jupyterlab" / "overrides.json", settings / "overrides.json")
+    run(["chmod", "-R", "a+rX", str(layout.env)])
+    stamp.write_text(key)
+    return True
+
+
+def install_proxy(layout: Layout, repo: Path) -> bool:
+    """configurable-http-proxy from hub/package-lock.json with npm ci. True if (re)installed."""
+    lock = (repo / "hub" / "package-lock.json").read_bytes()
+    stamp = layout.proxy / ".course-proxy"
+    key = digest(lock, (repo / "hub" / "package.json").read_bytes())
+    if stamp.is_file() and stamp.read_text() == key:
+        return False
+    if not shutil.which("npm"):
+        raise HubError("npm is missing: install Debian's nodejs and npm (tools/system_packages.sh hub)")
+    shutil.rmtree(layout.proxy, ignore_errors=True)
+    layout.proxy.mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(repo / "hub" / name, layout.proxy / name)
+    run(["npm", "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"], cwd=layout.proxy)
+    run(["chmod", "-R", "a+rX", str(layout.proxy)])
+    stamp.write_text(key)
+    return True
+
+
+def nbgrader_config(layout: Layout, role: str) -> str:
+    lines = [
+        f"# The course hub's nbgrader settings for the {role}s (tools/hub.py writes this file).",
+        "c = get_config()  # noqa: F821",
+        f"c.Exchange.root = {str(layout.exchange)!r}",
+        f"c.CourseDirectory.course_id = {COURSE_ID!r}",
+    ]
+    if role == "instructor":
+        lines += [
+            "# The instructor's course folder (make hub-users gives them ~/course): the formgrader's course, and",
+            "# nbgrader reads its nbgrader_config.py (the grading fence, the feedback's filters) after this file.",
+            "import os",
+            "c.CourseDirectory.root = os.path.expanduser('~/course')",
+            "# Grading: the submission's kernel sees neither the learners' homes nor the exchange.",
+            f"c.GuardedExecute.private_dirs = ['/home', {str(layout.exchange)!r}]",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_role_configs(layout: Layout, repo: Path) -> None:
+    """etc/learner: nbgrader's learner tools only (tools/jupyterlab/learner); etc/instructor: everything, and
+    a server that its own pages may frame (the formgrader's panel)."""
+    shutil.rmtree(layout.etc, ignore_errors=True)
+    learner, instructor = layout.etc / "learner", layout.etc / "instructor"
+    shutil.copytree(repo / "tools" / "jupyterlab" / "learner", learner)
+    instructor.mkdir(parents=True)
+    (instructor / "jupyter_server_config.json").write_text(json.dumps(
+        {"ServerApp": {"tornado_settings": {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}}},
+        indent=2) + "\n")
+    for role, folder in (("learner", learner), ("instructor", instructor)):
+        (folder / "nbgrader_config.py").write_text(nbgrader_config(layout, role))
+    run(["chmod", "-R", "a+rX", str(layout.etc)])
+
+
+def setup(layout: Layout, repo: Path = ROOT) -> list[str]:
+    """Lay out the hub's folder; return what was done."""
+    require_root()
+    run([str(repo / "tools" / "system_packages.sh"), "hub"])
+    done = []
+    layout.prefix.mkdir(parents=True, exist_ok=True)
+    layout.prefix.chmod(0o755)
+    layout.state.mkdir(exist_ok=True)
+    layout.state.chmod(0o700)
+    layout.exchange.mkdir(exist_ok=True)
+    layout.exchange.chmod(0o777)  # nbgrader's exchange: every user writes here, nbgrader sets the folders' modes
+    install_course(layout, repo)
+    done.append(f"course: {layout.course}")
+    if build_env(layout, repo):
+        done.append(f"environment built: {layout.env}")
+    if install_proxy(layout, repo):
+        done.append(f"proxy installed: {layout.proxy}")
+    write_role_configs(layout, repo)
+    token = layout.state / "course-admin-token"
+    if not token.is_file():
+        token.write_text(secrets.token_hex(32))
+        token.chmod(0o600)
+    return done
+
+
+# --- users ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Row:
+    line: int
+    id: str
+    name: str
+    email: str
+
+
+def read_roster(path: Path) -> tuple[list[Row], list[str]]:
+    """The class list's rows and the problems of the rows that cannot be used (named by line)."""
+    rows, problems, seen = [], [], {}
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in ("id", "name", "email") if c not in (reader.fieldnames or [])]
+        if missing:
+            raise HubError(f"{path}: the header {reader.fieldnames} lacks the column(s) {missing}; a class list's "
+                           "columns are id,name,email")
+        for line, raw in enumerate(reader, start=2):
+            ident = (raw["id"] or "").strip()
+            name = (raw["name"] or "").strip()
+            if not USERNAME.match(ident):
+                problems.append(f"line {line}: id {ident!r} is not an account name (lower-case letters, digits, "
+                                "'_' and '-', starting with a letter or '_', at most 32): skipped")
+            elif ident in seen:
+                problems.append(f"line {line}: id {ident!r} is already on line {seen[ident]}: skipped")
+            elif any(ch in name for ch in ":,\n"):
+                problems.append(f"line {line}: the name {name!r} holds ':' or ',', which account records cannot: "
+                                "skipped")
+            else:
+                seen[ident] = line
+                rows.append(Row(line, ident, name, (raw["email"] or "").strip()))
+    return rows, problems
+
+
+def ensure_group(name: str) -> None:
+    try:
+        grp.getgrnam(name)
+    except KeyError:
+        run(["groupadd", "--system", name])
+
+
+def in_group(user: str, group: str) -> bool:
+    try:
+        return user in grp.getgrnam(group).gr_mem
+    except KeyError:
+        return False
+
+
+def create_account(ident: str, name: str, group: str) -> str:
+    """A new account in ``group`` with a private home and a first password (returned); all or nothing."""
+    run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment", name or ident, "--groups", group,
+         ident])
+    try:
+        home = Path(pwd.getpwnam(ident).pw_dir)
+        home.chmod(0o700)  # Debian's default 0755 would let classmates read each other's work
+        password = secrets.token_urlsafe(12)
+        run(["chpasswd"], input=f"{ident}:{password}\n")
+        return password
+    except BaseException:
+        subprocess.run(["userdel", "--remove", ident], capture_output=True)
+        raise
+
+
+def record_passwords(layout: Layout, new: dict[str, str]) -> None:
+    path = layout.state / "passwords.csv"
+    old = {}
+    if path.is_file():
+        old = {r["id"]: r["password"] for r in csv.DictReader(path.open())}
+    old.update(new)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "password"])
+        w.writerows(sorted(old.items()))
+
+
+def give_course_copy(layout: Layout, user: str) -> Path:
+    """The instructor's own course folder, ~/course: the course's files, theirs to grade in."""
+    entry = pwd.getpwnam(user)
+    course = Path(entry.pw_dir) / "course"
+    if not course.exists():
+        shutil.copytree(layout.course, course)
+        run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(course)])
+        run(["chmod", "-R", "u+w", str(course)])
+    return course
+
+
+def add_users(layout: Layout, roster: Path | None, instructor: str | None, groups: Groups = Groups()) -> list[str]:
+    """Create the accounts; return one line per row: created, already there, or why it was skipped."""
+    require_root()
+    ensure_group(groups.learners)
+    ensure_group(groups.instructors)
+    rows, report = read_roster(roster) if roster else ([], [])
+    wanted = [(r, groups.learners) for r in rows]
+    if instructor:
+        if not USERNAME.match(instructor):
+            raise HubError(f"--instructor {instructor!r} is not an account name (lower-case letters, digits, '_' "
+                           "and '-', starting with a letter or '_')")
+        wanted.insert(0, (Row(0, instructor, instructor, ""), groups.instructors))
+    passwords = {}
+    for row, group in wanted:
+        where = f"line {row.line}: " if row.line else "instructor: "
+        try:
+            pwd.getpwnam(row.id)
+            exists = True
+        except KeyError:
+            exists = False
+        if exists:
+            if in_group(row.id, group):
+                report.append(f"{where}{row.id} is already on the hub")
+            else:
+                report.append(f"{where}{row.id} is an existing account that is not the course's: skipped")
+            continue
+        try:
+            passwords[row.id] = create_account(row.id, row.name, group)
+        except HubError as exc:
+            report.append(f"{where}{row.id} could not be created ({str(exc).splitlines()[0]}): skipped")
+            continue
+        report.append(f"{where}{row.id} created")
+        if group == groups.instructors:
+            report.append(f"{where}{row.id}'s course folder: {give_course_copy(layout, row.id)}")
+    if passwords:
+        record_passwords(layout, passwords)
+        report.append(f"first passwords: {layout.state / 'passwords.csv'} (root only)")
+    return report
+
+
+# --- start and stop -------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def hub_environment(layout: Layout, port: int, auth: str, idle_s: int, groups: Groups,
+                    api_port: int, proxy_api_port: int) -> dict[str, str]:
+    token = (layout.state / "course-admin-token").read_text().strip()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "COURSE_HUB", "GRADEBOOK"))}
+    env.update(COURSE_HUB_PREFIX=str(layout.prefix), COURSE_HUB_PORT=str(port), COURSE_HUB_AUTH=auth,
+               COURSE_HUB_IDLE_S=str(idle_s), COURSE_HUB_LEARNERS=groups.learners,
+               COURSE_HUB_INSTRUCTORS=groups.instructors, COURSE_HUB_API_PORT=str(api_port),
+               COURSE_HUB_PROXY_API_PORT=str(proxy_api_port), COURSE_HUB_ADMIN_TOKEN=token,
+               PATH=f"{layout.env / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    env.pop("VIRTUAL_ENV", None)
+    return env
+
+
+def start(layout: Layout, port: int = 8000, auth: str = "pam", idle_s: int = 3600, groups: Groups = Groups(),
+          api_port: int = 8081, proxy_api_port: int = 8001) -> int:
+    """Start JupyterHub in the background; return its process id once /hub/health answers."""
+    require_root()
+    if auth not in ("pam", "shared"):
+        raise HubError(f"--auth {auth!r} is not a log-in the hub offers: use pam (the machine's accounts) or "
+                       "shared (one password for everyone, for a demo)")
+    if not (layout.env / "bin" / "jupyterhub").is_file():
+        raise HubError(f"no hub at {layout.prefix}: run `make hub` (tools/hub.py setup) first")
+    pid_file = layout.state / "hub.pid"
+    if pid_file.is_file() and alive(int(pid_file.read_text())):
+        raise HubError(f"the hub is already running (process {pid_file.read_text().strip()}): make hub-stop first")
+    if auth == "shared":
+        for name, size in (("shared-password", 12), ("shared-admin-password", 32)):
+            secret = layout.state / name
+            if not secret.is_file():
+                fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(secrets.token_urlsafe(size) + "\n")
+    env = hub_environment(layout, port, auth, idle_s, groups, api_port, proxy_api_port)
+    log = open(layout.state / "jupyterhub.log", "ab")
+    proc = subprocess.Popen([str(layout.env / "bin" / "jupyterhub"), "-f",
+                             str(layout.course / "hub" / "jupyterhub_config.py")],
+                            cwd=layout.state, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    pid_file.write_text(str(proc.pid))
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise HubError(f"JupyterHub stopped at start ({proc.returncode}); the end of its log, "
+                           f"{layout.state / 'jupyterhub.log'}:\n{tail(layout.state / 'jupyterhub.log')}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/hub/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return proc.pid
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.5)
+    stop(layout)
+    raise HubError(f"JupyterHub did not answer on port {port} within {START_S} s; its log:\n"
+                   f"{tail(layout.state / 'jupyterhub.log')}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:]) if path.is_file() else ""
+
+
+def stop(layout: Layout, wait_s: float = 30) -> bool:
+    """Stop the hub (it stops the servers it started and its proxy). False if none was running."""
+    pid_file = layout.state / "hub.pid"
+    if not pid_file.is_file():
+        return False
+    pid = int(pid_file.read_text())
+    if not alive(pid):
+        pid_file.unlink()
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while alive(pid) and time.monotonic() < deadline:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.2)
+    if alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make hub", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("setup", "users", "start", "stop"):
+        p = sub.add_parser(name)
+        p.add_argument("--prefix", type=Path, default=Path(os.environ.get("HUB_PREFIX") or DEFAULT_PREFIX))
+        if name == "users":
+            p.add_argument("--roster", type=Path, default=None, help="the class list: id,name,email")
+            p.add_argument("--instructor", default=None, help="the instructor's account name")
+        if name == "start":
+            p.add_argument("--port", type=int, default=8000)
+            p.add_argument("--auth", default="pam", help="pam (default) or shared")
+            p.add_argument("--idle-minutes", type=float, default=60, help="stop a server idle this long")
+    args = parser.parse_args(argv)
+    layout = Layout(args.prefix.resolve())
+    try:
+        if args.command == "setup":
+            for line in setup(layout):
+                print(f"make hub: {line}")
+        elif args.command == "users":
+            if args.roster is not None and not args.roster.is_file():
+                raise HubError(f"ROSTER={args.roster} does not exist or is not a file")
+            if args.roster is None and args.instructor is None:
+                raise HubError("nothing to add: give ROSTER=roster.csv (id,name,email) and/or INSTRUCTOR=<name>")
+            for line in add_users(layout, args.roster, args.instructor):
+                print(f"make hub-users: {line}")
+        elif args.command == "start":
+            if args.idle_minutes <= 0:
+                raise HubError(f"IDLE_MINUTES={args.idle_minutes} must be a positive number of minutes")
+            pid = start(layout, args.port, args.auth, int(args.idle_minutes * 60))
+            print(f"make hub: JupyterHub is running (process {pid}) at http://127.0.0.1:{args.port}/ "
+                  f"(log: {layout.state / 'jupyterhub.log'})")
+            if args.auth == "shared":
+                print(f"make hub: the learners' shared password is in {layout.state / 'shared-password'}, the "
+                      f"instructors' in {layout.state / 'shared-admin-password'}")
+        elif args.command == "stop":
+            print("make hub-stop: stopped" if stop(layout) else "make hub-stop: no hub was running")
+    except HubError as exc:
+        print(f"make hub: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
