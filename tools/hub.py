@@ -11,7 +11,8 @@ The shape of The Littlest JupyterHub, with the repository's own files, under one
 * **setup** installs what is missing (Debian packages as root: Node.js for the proxy, bubblewrap for the
   grading fence), copies the repository's tracked files into ``course/`` (read-only for everyone), builds
   ``env/`` from the system's Python (a virtual environment made from an interpreter inside root's home
-  folder cannot be run by other users) with the same pins as ``.venv``, installs configurable-http-proxy
+  folder cannot be run by other users) with the same pins as ``.venv`` (less the book's builder and the
+  test tools, :data:`LEFT_OUT`), installs configurable-http-proxy
   from hub/package-lock.json with ``npm ci``, and writes each role's Jupyter configuration: learners get the
   Assignments tab and Validate, the instructor adds the formgrader, which JupyterLab shows in a frame of the
   instructor's own server (JupyterHub forbids frames on every server; only the instructor's allows its own).
@@ -60,8 +61,10 @@ COURSE_ID = "transformers-course"
 LEARNERS, INSTRUCTORS = "course-learners", "course-instructors"
 #: a Unix account name as Debian's useradd accepts it by default
 USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-#: pins that differ from constraints.txt in the hub's environment (hub/overrides.txt says why)
-OVERRIDES = ROOT / "hub" / "overrides.txt"
+#: requirements.txt's packages the hub's environment leaves out: the book's builder and the maintainers' test
+#: tools (a class runs notebooks, nbgrader and JupyterHub; nothing on the hub builds the book or runs the suite)
+LEFT_OUT = ("uv", "jupyter-book", "sphinxcontrib-bibtex", "sphinx-mathjax-offline", "pytest", "pytest-xdist", "ruff",
+            "nbval", "hypothesis", "playwright")
 START_S = 120
 
 
@@ -152,8 +155,7 @@ def build_env(layout: Layout, repo: Path) -> bool:
     """The course's environment in env/ from the system's Python, the same pins as .venv. True if (re)built.
 
     torch is the CPU wheel pip finds (pip's configuration may point at a local file of it), fetched with the
-    running environment's pip and installed by uv with everything else; bytecode is compiled at install
-    (the environment is read-only to the users whose servers import it).
+    running environment's pip and installed by uv with everything else.
     """
     python = system_python()
     version = run([python, "-c", "import sys; print(sys.version)"]).stdout
@@ -174,14 +176,18 @@ def build_env(layout: Layout, repo: Path) -> bool:
                   if line.strip() and not line.startswith("#")}
     pins = layout.prefix / "constraints.txt"
     pins.write_text("".join(line + "\n" for line in cons.decode().splitlines()
-                            if re.split(r"[=<>!~ ]", line)[0].lower() not in overridden))
+                            if re.split(r"[=<>!~ \[]", line)[0].lower() not in overridden))
+    wanted = layout.prefix / "requirements.txt"
+    wanted.write_text("".join(line + "\n" for line in reqs.decode().splitlines()
+                              if line.strip() and not line.startswith("#")
+                              and re.split(r"[=<>!~ \[]", line)[0].lower() not in LEFT_OUT + ("torch",)))
     uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
     if uv is None:
         raise HubError("uv is missing from the course's .venv: run `make setup` first")
+    # bytecode at install: the users cannot write it into this root-owned environment, and without it every
+    # server and kernel would compile what it imports
     run([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(layout.env / "bin" / "python"),
-         str(wheel), "-r", str(repo / "requirements.txt"), "-c", str(pins),
-         "--override", str(repo / "hub" / "overrides.txt")],
-        env=dict(os.environ, UV_LINK_MODE=os.environ.get("UV_LINK_MODE", "copy")))
+         str(wheel), "-r", str(wanted), "-c", str(pins), "--override", str(repo / "hub" / "overrides.txt")])
     site = next((layout.env / "lib").glob("python3*/site-packages"))
     (site / "transformers_course.pth").write_text(f"{layout.course}\n")  # course_lib and the grader
     settings = layout.env / "share" / "jupyter" / "lab" / "settings"
