@@ -29,15 +29,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.gradebook import gradebook_url
+from tools.gradebook import gradebook_url, score_after_penalty
+from tools.roster import RosterError, read_roster
 
-ROSTER_COLUMNS = ("id", "name", "email")
 CANVAS_IDS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_IDS = ["Username", "Full name", "Email address"]
-
-
-class RosterError(ValueError):
-    """The roster breaks a rule; the message names the row and the rule."""
 
 
 @dataclass(frozen=True)
@@ -47,24 +43,15 @@ class Learner:
     email: str = ""
 
 
-def read_roster(path: Path) -> dict[str, Learner]:
-    """The class list: learner id -> Learner, in the file's order; :class:`RosterError` on a broken row."""
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in ROSTER_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise RosterError(f"{path}: the header {reader.fieldnames} lacks the column(s) {missing}; "
-                              f"a roster's columns are {', '.join(ROSTER_COLUMNS)}")
-        learners: dict[str, Learner] = {}
-        for line, row in enumerate(reader, start=2):
-            ident = (row["id"] or "").strip()
-            if not ident:
-                raise RosterError(f"{path}, line {line}: the id is empty; every learner needs one")
-            if ident in learners:
-                raise RosterError(f"{path}, line {line}: the id {ident!r} is already on line "
-                                  f"{list(learners).index(ident) + 2}; ids are unique")
-            learners[ident] = Learner(ident, (row["name"] or "").strip(), (row["email"] or "").strip())
-    return learners
+def read_learners(path: Path) -> dict[str, Learner]:
+    """The class list: learner id -> Learner, in the file's order; :class:`RosterError` on the first broken row."""
+    entries, unusable = read_roster(path)
+    if unusable:
+        row = unusable[0]
+        if row.first is None:
+            raise RosterError(f"{path}, line {row.line}: the id is empty; every learner needs one")
+        raise RosterError(f"{path}, line {row.line}: the id {row.id!r} is already on line {row.first}; ids are unique")
+    return {e.id: Learner(e.id, e.name, e.email) for e in entries}
 
 
 def gradebook_scores(root: Path) -> tuple[dict[str, float], dict[str, Learner], dict[tuple[str, str], float]]:
@@ -81,7 +68,7 @@ def gradebook_scores(root: Path) -> tuple[dict[str, float], dict[str, Learner], 
         for assignment in max_scores:
             for sub in gb.assignment_submissions(assignment):
                 if sub.notebooks:
-                    scores[sub.student.id, assignment] = sub.score - (sub.late_submission_penalty or 0.0)
+                    scores[sub.student.id, assignment] = score_after_penalty(sub)
     return max_scores, learners, scores
 
 
@@ -135,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"make export-grades: ROSTER={args.roster} does not exist or is not a file", file=sys.stderr)
             return 2
         try:
-            roster = read_roster(args.roster)
+            roster = read_learners(args.roster)
         except (RosterError, UnicodeDecodeError) as exc:
             print(f"make export-grades: {exc}; nothing was written", file=sys.stderr)
             return 2

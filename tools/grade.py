@@ -52,7 +52,7 @@ from pathlib import Path, PurePosixPath
 import nbformat
 
 from grader.late import DeadlineError, Deadlines, read_deadlines
-from tools.gradebook import gradebook_url
+from tools.gradebook import gradebook_url, score_after_penalty
 
 #: grades.csv: the score after any late penalty, the penalty, and the hours past the learner's due date
 CSV_COLUMNS = ["student_id", "assignment", "score", "max_score", "late_penalty", "hours_late", "status", "message"]
@@ -352,7 +352,7 @@ def write_csv(root: Path, out: Path, assignments: list[str], problems: list[Prob
                     sub = gb.find_submission(assignment, student)
                     graded = bool(sub.notebooks)
                     penalty, late_s = sub.late_submission_penalty or 0.0, sub.total_seconds_late
-                    score = sub.score - penalty
+                    score = score_after_penalty(sub)
                     for nb in sub.notebooks:
                         per_cell.update({g.name: g.score for g in nb.grades})
                 except MissingEntry:

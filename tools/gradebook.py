@@ -38,6 +38,11 @@ def gradebook_url(root: Path) -> str:
     return CourseDirectory(config=config, root=str(root)).db_url
 
 
+def score_after_penalty(submission) -> float:
+    """A submitted assignment's points less its late penalty (nbgrader keeps the two apart; grader/late.py)."""
+    return submission.score - (submission.late_submission_penalty or 0.0)
+
+
 def masked(url: str) -> str:
     """``url`` with its password, if any, replaced by ***."""
     return re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", url)

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.course_book import ROOT
+from tools.roster import Entry, RosterError, read_roster
 
 DEFAULT_PREFIX = Path("/opt/transformers-course")
 COURSE_ID = "transformers-course"
@@ -78,10 +79,13 @@ class Layout:
 
     prefix: Path
 
-    def __getattr__(self, name: str) -> Path:
-        if name in ("env", "course", "proxy", "etc", "exchange", "state", "wheels"):
-            return self.prefix / name
-        raise AttributeError(name)
+    env = property(lambda self: self.prefix / "env")
+    course = property(lambda self: self.prefix / "course")
+    proxy = property(lambda self: self.prefix / "proxy")
+    etc = property(lambda self: self.prefix / "etc")
+    exchange = property(lambda self: self.prefix / "exchange")
+    state = property(lambda self: self.prefix / "state")
+    wheels = property(lambda self: self.prefix / "wheels")
 
 
 @dataclass(frozen=True)
@@ -278,38 +282,25 @@ def setup(layout: Layout, repo: Path = ROOT) -> list[str]:
 
 # --- users ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Row:
-    line: int
-    id: str
-    name: str
-    email: str
-
-
-def read_roster(path: Path) -> tuple[list[Row], list[str]]:
-    """The class list's rows and the problems of the rows that cannot be used (named by line)."""
-    rows, problems, seen = [], [], {}
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in ("id", "name", "email") if c not in (reader.fieldnames or [])]
-        if missing:
-            raise HubError(f"{path}: the header {reader.fieldnames} lacks the column(s) {missing}; a class list's "
-                           "columns are id,name,email")
-        for line, raw in enumerate(reader, start=2):
-            ident = (raw["id"] or "").strip()
-            name = (raw["name"] or "").strip()
-            if not USERNAME.match(ident):
-                problems.append(f"line {line}: id {ident!r} is not an account name (lower-case letters, digits, "
-                                "'_' and '-', starting with a letter or '_', at most 32): skipped")
-            elif ident in seen:
-                problems.append(f"line {line}: id {ident!r} is already on line {seen[ident]}: skipped")
-            elif any(ch in name for ch in ":,\n"):
-                problems.append(f"line {line}: the name {name!r} holds ':' or ',', which account records cannot: "
-                                "skipped")
-            else:
-                seen[ident] = line
-                rows.append(Row(line, ident, name, (raw["email"] or "").strip()))
-    return rows, problems
+def read_class_list(path: Path) -> tuple[list[Entry], list[str]]:
+    """The class list's learners who can be accounts, and why each other row is skipped (named by line)."""
+    try:
+        entries, unusable = read_roster(path)
+    except RosterError as exc:
+        raise HubError(str(exc)) from None
+    problems = [(u.line, f"line {u.line}: id {u.id!r} is already on line {u.first}: skipped") for u in unusable
+                if u.first is not None]
+    rows = []
+    for e in [Entry(u.line, "") for u in unusable if u.first is None] + entries:
+        if not USERNAME.match(e.id):
+            problems.append((e.line, f"line {e.line}: id {e.id!r} is not an account name (lower-case letters, "
+                                     "digits, '_' and '-', starting with a letter or '_', at most 32): skipped"))
+        elif any(ch in e.name for ch in ":,\n"):
+            problems.append((e.line, f"line {e.line}: the name {e.name!r} holds ':' or ',', which account records "
+                                     "cannot: skipped"))
+        else:
+            rows.append(e)
+    return rows, [message for _, message in sorted(problems)]
 
 
 def ensure_group(name: str) -> None:
@@ -370,13 +361,13 @@ def add_users(layout: Layout, roster: Path | None, instructor: str | None, group
     require_root()
     ensure_group(groups.learners)
     ensure_group(groups.instructors)
-    rows, report = read_roster(roster) if roster else ([], [])
+    rows, report = read_class_list(roster) if roster else ([], [])
     wanted = [(r, groups.learners) for r in rows]
     if instructor:
         if not USERNAME.match(instructor):
             raise HubError(f"--instructor {instructor!r} is not an account name (lower-case letters, digits, '_' "
                            "and '-', starting with a letter or '_')")
-        wanted.insert(0, (Row(0, instructor, instructor, ""), groups.instructors))
+        wanted.insert(0, (Entry(0, instructor, instructor, ""), groups.instructors))
     passwords = {}
     for row, group in wanted:
         where = f"line {row.line}: " if row.line else "instructor: "

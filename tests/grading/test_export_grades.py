@@ -18,7 +18,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from nbtools import ROOT
-from tools.export_grades import RosterError, read_roster
+from tools.export_grades import RosterError, read_learners
 
 CELLS = {"01-tokenization": {"test_a": 4, "test_b": 6}, "02-attention": {"test_c": 3, "test_d": 7}}
 POINTS = {("alice", "01-tokenization"): (4, 6), ("alice", "02-attention"): (3, 5),
@@ -104,7 +104,7 @@ def test_a_broken_roster_is_refused_by_row_and_nothing_is_written(course, tmp_pa
     roster = tmp_path / "roster.csv"
     roster.write_text(text)
     with pytest.raises(RosterError, match="roster.csv"):
-        read_roster(roster)
+        read_learners(roster)
     res = export(course, "--roster", str(roster), "--out", str(tmp_path / "out"))
     assert res.returncode == 2 and named in res.stderr and "nothing was written" in res.stderr, res.stderr
     assert not (tmp_path / "out").exists()
