@@ -11,6 +11,7 @@ uses it around each call of the learner's function, and the grading sandbox
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import sys
 from typing import Any, Callable, Iterable
@@ -166,7 +167,7 @@ def take_snapshot(*, between_cells: bool = False) -> list[tuple[str, dict, dict]
     spaces = [(n, vars(sys.modules[n])) for n in WATCHED_MODULES if n in sys.modules]
     spaces += [("torch.Tensor", vars(torch.Tensor)), ("torch.nn.Module", vars(torch.nn.Module))]
     spaces += [(n, vars(m)) for n, m in list(sys.modules.items())
-               if m is not None and n.split(".")[0] in _PACKAGES]
+               if m is not None and n.startswith(_PACKAGES) and n.split(".")[0] in _PACKAGES]
     for name, ns in spaces:
         if between_cells and name == "sys":
             entries = {k: ns[k] for k in CHECKED_SYS if k in ns}
@@ -175,8 +176,8 @@ def take_snapshot(*, between_cells: bool = False) -> list[tuple[str, dict, dict]
         elif between_cells:
             entries = {k: v for k, v in ns.items()
                        if not k.startswith("__") and (callable(v) or isinstance(v, type(sys)))}
-        else:
-            entries = {k: v for k, v in ns.items() if not (k.startswith("__") and k.endswith("__"))}
+        else:  # every entry; the dunders (a module's own bookkeeping) are left out when a change is named
+            entries = dict(ns)
         snap.append((name, ns, entries))
     if between_cells:
         snap.append(("sys.modules", sys.modules, {k: v for k, v in sys.modules.items()
@@ -189,9 +190,21 @@ _MISSING = object()
 
 
 def first_change(snapshot) -> str | None:
-    """The first watched name rebound or deleted since ``snapshot`` was taken, or None."""
+    """The first watched name rebound or deleted since ``snapshot`` was taken, or None.
+
+    A namespace whose every entry is still the same object is passed at C speed (around each call of a
+    learner's function there are thousands of entries); only one that differs is read name by name, so a
+    change of a dunder alone (a module's own bookkeeping) is not named.
+    """
     for name, ns, before in snapshot:
+        try:
+            if all(map(operator.is_, map(ns.__getitem__, before), before.values())):
+                continue
+        except KeyError:  # an entry was deleted: found below
+            pass
         for key, value in before.items():
+            if key.startswith("__") and key.endswith("__"):
+                continue
             if ns.get(key, _MISSING) is not value:
                 return f"{name}[{key!r}]" if name == "sys.modules" else f"{name}.{key}"
     return None
