@@ -35,6 +35,7 @@ submission's kernel.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import grp
 import hashlib
@@ -493,7 +494,36 @@ def stop(layout: Layout, wait_s: float = 30) -> bool:
     if alive(pid):
         os.killpg(pid, signal.SIGKILL)
     pid_file.unlink(missing_ok=True)
+    # A hub that stopped in time stopped its services and servers itself; one killed could not, and its idle
+    # culler and proxy run in sessions of their own: whatever still runs from the hub's folder goes too.
+    rest = list(processes_under(layout.prefix))
+    for other in rest:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(other, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in rest) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for other in rest:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(other, signal.SIGKILL)
     return True
+
+
+def processes_under(prefix: Path) -> dict[int, str]:
+    """The processes running a program from ``prefix`` (the course environment's Python, the proxy's script),
+    each with its command line."""
+    root = str(prefix.resolve()) + os.sep
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if any(arg.startswith(root) for arg in argv[:2]):
+            found[int(entry.name)] = " ".join(argv).strip()
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -308,8 +308,9 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
 
     seen["browser"] = in_the_browser(h, browser, seen)
 
-    # 6. a restart: the hub stops (and the servers with it), starts again
+    # 6. a restart: the hub stops (and the servers, the culler and the proxy with it), starts again
     hub.stop(h.layout)
+    seen["running_after_stop"] = list(hub.processes_under(h.layout.prefix).values())
     h.start()
     sa = h.login(h.a)
     seen["after_restart"] = {
@@ -457,6 +458,7 @@ def test_a_learner_cannot_reach_other_work_or_the_instructors_tools(term):
 
 def test_everything_is_still_there_after_a_restart(term):
     h, seen = term
+    assert seen["running_after_stop"] == [], f"still running after make hub-stop: {seen['running_after_stop']}"
     after = seen["after_restart"]
     assert {x["status"] for x in after["listed"]} == {"fetched", "submitted"}, after["listed"]
     assert after["feedback"] == 200
