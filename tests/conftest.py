@@ -16,7 +16,8 @@ decides what goes to which worker:
   (``chapters/conftest.py``): one run proves both that the stored outputs are what the code prints
   and that they do not depend on this machine's SIMD rounding.
 
-Each worker's torch gets its share of the cores, so two workers do not fight over them.
+Each worker's torch gets its share of the cores, and so does every process a worker starts (a kernel,
+nbgrader, a tool): two workers do not fight over the cores.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import yaml
 from filelock import FileLock
 
 from nbtools import ROOT
+from tools.grade import THREAD_VARIABLES  # OpenMP's and MKL's thread counts, as make grade sets them
 
 # Notebooks executed by the suite (nbval, the book build) store stable outputs:
 # progress bars are off there (course_lib.training.progress).
@@ -101,8 +103,14 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_configure(config):
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
-    if workers:  # a worker: its share of the cores for torch in this process
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+    if workers:  # a worker: its share of the cores, for torch here and for every process it starts
+        share = max(1, (os.cpu_count() or 1) // int(workers))
+        torch.set_num_threads(share)
+        for name in THREAD_VARIABLES:
+            # kernels, nbgrader and the tools otherwise start one OpenMP thread per core: with more workers
+            # than cores, a thread that finishes a parallel region first spins waiting for one that is not
+            # running (measured: the judge's and the solutions' kernels took 25% less CPU on 1 thread)
+            os.environ[name] = str(share)
     distributing = not hasattr(config, "workerinput") and config.getoption("numprocesses", None)
     if distributing and "COURSE_TEST_TMPDIR" not in os.environ:
         _one_temporary_folder(config)
