@@ -1,12 +1,14 @@
 """nbval on the chapter notebooks: the CPU kernels they run on, and what is compared with the stored outputs.
 
-Each notebook's kernel starts on torch's portable CPU kernels
-(``ATEN_CPU_CAPABILITY=default``, :func:`tools.portability.portable_kernels`;
-an environment that names its kernels keeps them) with the notebooks' own one
-thread: ``make test`` runs every notebook once, and
-that one run proves both that the stored outputs are what the code prints and
-that they are not one processor's SIMD rounding. ``make portability`` runs the
-other kernel sets and thread counts.
+The stored outputs are written on torch's portable CPU kernels
+(``ATEN_CPU_CAPABILITY=default``, :func:`tools.notebooks.writing_kernels`).
+Here each notebook's kernel starts on the machine's own kernels
+(:func:`tools.portability.suite_kernels`; an environment that names its
+kernels keeps them) with the notebooks' own one thread: ``make test`` runs
+every notebook once, and that one run proves both that the stored outputs are
+what the code prints and, where the machine's kernels are not the writing
+ones (any x86-64 machine with AVX2), that they are not one set of kernels'
+rounding. ``make portability`` runs the other kernel sets and thread counts.
 
 Everything a cell prints or displays is compared (the sanitizers of
 ``tests/nbval_sanitize.cfg`` aside), except MyST-NB's glue records: a number a
@@ -18,10 +20,12 @@ line. The claim that comes with it is compared; the record is not.
 from __future__ import annotations
 
 import sys
+import warnings
 
 import pytest
 
-from tools.portability import portable_kernels, started_with
+from tools.notebooks import WRITING_CAPABILITY
+from tools.portability import started_with, suite_kernels
 
 GLUE_MIME_PREFIX = "application/papermill.record/"
 
@@ -40,16 +44,24 @@ def pytest_collectstart(collector):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
-    """The first cell's set-up starts the notebook's kernel: under :func:`portable_kernels`, and checked."""
+    """The first cell's set-up starts the notebook's kernel: under :func:`suite_kernels`, and checked."""
     notebook = item.parent
     if type(notebook).__name__ != "IPyNbFile" or notebook.kernel is not None:
         return (yield)
-    with portable_kernels() as capability:
+    with suite_kernels() as (named, capability):
         result = yield
+    if capability == WRITING_CAPABILITY and not _warned:
+        _warned.append(capability)
+        warnings.warn(f"the notebooks run on {capability!r} kernels, the ones their stored outputs were written "
+                      "with: this run does not compare two sets of kernels (make portability on a machine with "
+                      "AVX2 does)", stacklevel=1)
     if sys.platform != "linux":  # the check reads the kernel's environment from Linux's /proc
         return result
     found = started_with(notebook.kernel.km.provisioner.process.pid)
-    if found != capability:
+    if found != named:
         raise RuntimeError(f"{notebook.path.name}: its kernel runs with ATEN_CPU_CAPABILITY={found!r}, "
-                           f"not {capability!r}")
+                           f"not {named!r}")
     return result
+
+
+_warned: list[str] = []  # the warning above, once per run

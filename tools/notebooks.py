@@ -20,6 +20,11 @@ today's sources has stale outputs.
     python -m tools.notebooks refresh          # re-execute the stale notebooks in place, then stamp them
     python -m tools.notebooks refresh --all    # re-execute every chapter notebook
     python -m tools.notebooks refresh chapters/02-attention/scaling-and-masks.ipynb
+
+A refresh writes the outputs on torch's portable CPU kernels (``ATEN_CPU_CAPABILITY=default``, no SIMD:
+:func:`writing_kernels`), with the notebooks' own one thread. ``make test`` then runs every notebook on the
+machine's own kernels (AVX2 or AVX-512 on an x86-64 machine) and compares: a stored output that only one
+set of kernels prints fails there, on any machine, and the suite runs on the faster kernels.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import hashlib
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -37,6 +43,27 @@ from tools.course_book import ROOT, dependencies, digest
 
 STAMP = "course"  # metadata key: {"outputs_digest": ...}
 TIMEOUT = 600  # seconds per cell
+#: the CPU kernels the stored outputs are written with: torch's portable ones, without SIMD, which no
+#: machine picks for itself, so that the suite's run on any machine's own kernels is a second opinion
+WRITING_CAPABILITY = "default"
+
+
+@contextmanager
+def writing_kernels():
+    """``os.environ`` while a kernel that writes stored outputs starts; the capability it gets is yielded.
+
+    ``ATEN_CPU_CAPABILITY`` is :data:`WRITING_CAPABILITY` unless the caller's environment names one already.
+    It is set only while the kernel starts: the kernel inherits it, and this process is left as it was.
+    """
+    named = os.environ.get("ATEN_CPU_CAPABILITY")
+    if named:
+        yield named
+        return
+    os.environ["ATEN_CPU_CAPABILITY"] = WRITING_CAPABILITY
+    try:
+        yield WRITING_CAPABILITY
+    finally:
+        os.environ.pop("ATEN_CPU_CAPABILITY", None)
 
 
 def chapter_notebooks() -> list[Path]:
@@ -115,7 +142,8 @@ def refresh(path: Path) -> float:
     os.environ["COURSE_STATIC_OUTPUT"] = "1"
     start = time.perf_counter()
     folder = {"metadata": {"path": str(path.parent)}}
-    NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", resources=folder).execute()
+    with writing_kernels():  # the kernel starts on them (this process's torch has chosen its own already)
+        NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", resources=folder).execute()
     elapsed = time.perf_counter() - start
     nb.metadata.pop("widgets", None)
     nb.metadata[STAMP] = {"outputs_digest": outputs_digest(nb)}

@@ -11,9 +11,11 @@ rounds differently again. A stored output is portable when a fresh run under
 each variant prints it again. The matrix runs nbval, strict, on every chapter
 notebook under: the kernels ``default`` and ``avx2`` and the machine's best
 (1 thread each), the machine's best with 2 threads, and CUDA when a GPU is
-present. ``make test`` runs every chapter notebook once, under ``default``
-with 1 thread (:func:`portable_kernels`, started by ``chapters/conftest.py``):
-the kernels furthest from any machine's own.
+present. The stored outputs are written on ``default``, torch's portable
+kernels (:func:`tools.notebooks.writing_kernels`), and ``make test`` runs
+every chapter notebook once on the machine's own kernels with 1 thread
+(:func:`suite_kernels`, started by ``chapters/conftest.py``): on any x86-64
+machine that run compares two sets of kernels.
 
 **seeds.** Every notebook takes its seed from ``COURSE_SEED``
 (``course_lib.experiment``). Each notebook runs once per seed; every claim it
@@ -43,28 +45,20 @@ from tools.course_book import ROOT
 from tools.notebooks import TIMEOUT, chapter_notebooks
 
 CAPABILITIES = ("default", "avx2", "avx512")
-#: the CPU kernels of the chapter notebooks' one run in `make test`: torch's portable ones, without SIMD
-SUITE_CAPABILITY = "default"
 
 
 @contextmanager
-def portable_kernels():
-    """``os.environ`` while a notebook's kernel starts, the capability it gets yielded.
+def suite_kernels():
+    """The CPU kernels of a chapter notebook's run in ``make test``: ``(named, capability)`` is yielded.
 
-    ``ATEN_CPU_CAPABILITY`` is :data:`SUITE_CAPABILITY` unless the caller's environment names one already
-    (``make portability``'s variants do). It is set only while the kernel starts: the kernel inherits it,
-    and the process that starts it (a pytest worker, whose torch may have chosen its kernels) is left as
-    it was.
+    The machine's own (``named`` is None: the kernel starts without ``ATEN_CPU_CAPABILITY``, and torch
+    picks ``capability``, :func:`native_capability`), unless the environment names a set (``make
+    portability``'s variants do; ``named`` is that set). The stored outputs were written on
+    :data:`tools.notebooks.WRITING_CAPABILITY`, so on a machine whose own kernels differ, the run that
+    proves a notebook prints its stored outputs also proves they are not one set of kernels' rounding.
     """
-    named = os.environ.get("ATEN_CPU_CAPABILITY")
-    if named:
-        yield named
-        return
-    os.environ["ATEN_CPU_CAPABILITY"] = SUITE_CAPABILITY
-    try:
-        yield SUITE_CAPABILITY
-    finally:
-        os.environ.pop("ATEN_CPU_CAPABILITY", None)
+    named = os.environ.get("ATEN_CPU_CAPABILITY") or None
+    yield named, named or native_capability()
 
 
 def started_with(pid: int) -> str | None:

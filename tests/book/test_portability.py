@@ -1,11 +1,13 @@
 """The chapter notebooks print the same outputs on other CPU kernels, and take their seed from one setting.
 
-The suite's nbval run executes every chapter notebook once, strictly, in a
-kernel started on torch's portable ``default`` kernels (``chapters/conftest.py``,
-:func:`tools.portability.portable_kernels`), so a stored output that only one
-machine's SIMD rounding prints fails in ``make test`` rather than on a
-maintainer's CI. ``make portability`` runs the whole matrix (every kernel set
-the machine has, one and two threads, CUDA); ``make seeds`` the claims over seeds.
+The stored outputs are written on torch's portable ``default`` kernels
+(:func:`tools.notebooks.writing_kernels`), and the suite's nbval run executes
+every chapter notebook once, strictly, on the machine's own kernels
+(``chapters/conftest.py``, :func:`tools.portability.suite_kernels`), so a
+stored output that only one set of kernels prints fails in ``make test``
+rather than on a maintainer's CI. ``make portability`` runs the whole matrix
+(every kernel set the machine has, one and two threads, CUDA); ``make seeds``
+the claims over seeds.
 """
 
 from __future__ import annotations
@@ -19,21 +21,27 @@ import nbformat
 import pytest
 
 from nbtools import ROOT
-from tools import portability
+from tools import notebooks, portability
 
 CHAPTER_NOTEBOOKS = portability.chapter_notebooks()
 
 
-def _nbval_with_the_chapters_conftest(folder, env: dict) -> subprocess.CompletedProcess:
-    """nbval, strict, on a notebook whose one cell prints the kernel's CPU capability and whose stored output
-    is ``DEFAULT``, with ``chapters/conftest.py`` as the chapter notebooks have it."""
+def _capability_notebook(path, stored: str | None) -> None:
+    """A notebook whose one cell prints the kernel's CPU capability; its stored output ``stored`` (or none)."""
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("import torch\nprint(torch.backends.cpu.get_cpu_capability())")
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="DEFAULT\n")]
-    cell.execution_count = 1
+    if stored is not None:
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{stored}\n")]
+        cell.execution_count = 1
     nb.cells = [cell]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, folder / "capability.ipynb")
+    nbformat.write(nb, path)
+
+
+def _nbval_with_the_chapters_conftest(folder, env: dict, stored: str) -> subprocess.CompletedProcess:
+    """nbval, strict, on the capability notebook with ``stored`` as its output and ``chapters/conftest.py``
+    as the chapter notebooks have it."""
+    _capability_notebook(folder / "capability.ipynb", stored)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest", "--nbval",
          "--rootdir", str(folder), str(folder / "capability.ipynb")],
@@ -42,22 +50,39 @@ def _nbval_with_the_chapters_conftest(folder, env: dict) -> subprocess.Completed
 
 
 @pytest.mark.slow
-def test_a_chapter_notebooks_kernel_runs_on_the_portable_kernels_unless_the_environment_names_others(tmp_path):
+def test_a_chapter_notebooks_kernel_runs_on_the_machines_own_kernels_unless_the_environment_names_others(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
-    suite = _nbval_with_the_chapters_conftest(tmp_path, env)
+    own = portability.native_capability().upper()
+    suite = _nbval_with_the_chapters_conftest(tmp_path, env, own)
     assert suite.returncode == 0 and "1 passed" in suite.stdout, suite.stdout[-3000:] + suite.stderr[-2000:]
-    named = _nbval_with_the_chapters_conftest(tmp_path, {**env, "ATEN_CPU_CAPABILITY": "avx2"})
-    assert named.returncode == 1 and "AVX2" in named.stdout, named.stdout[-3000:]
+    named = _nbval_with_the_chapters_conftest(tmp_path, {**env, "ATEN_CPU_CAPABILITY": "default"}, own)
+    assert own == "DEFAULT" or (named.returncode == 1 and "DEFAULT" in named.stdout), named.stdout[-3000:]
 
 
-def test_portable_kernels_sets_the_capability_only_while_a_kernel_starts(monkeypatch):
+@pytest.mark.slow
+def test_a_refresh_writes_the_outputs_on_the_portable_kernels(tmp_path, monkeypatch):
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
-    with portability.portable_kernels() as capability:
-        assert capability == os.environ["ATEN_CPU_CAPABILITY"] == portability.SUITE_CAPABILITY == "default"
+    path = tmp_path / "capability.ipynb"
+    _capability_notebook(path, None)
+    notebooks.refresh(path)
+    (cell,) = nbformat.read(path, as_version=4).cells
+    assert [o.get("text") for o in cell.outputs] == ["DEFAULT\n"], cell.outputs
     assert "ATEN_CPU_CAPABILITY" not in os.environ
+
+
+def test_writing_kernels_sets_the_capability_only_while_a_kernel_starts(monkeypatch):
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    with notebooks.writing_kernels() as capability:
+        assert capability == os.environ["ATEN_CPU_CAPABILITY"] == notebooks.WRITING_CAPABILITY == "default"
+    assert "ATEN_CPU_CAPABILITY" not in os.environ
+    with portability.suite_kernels() as (named, capability):
+        assert named is None and capability == portability.native_capability()
+        assert "ATEN_CPU_CAPABILITY" not in os.environ
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
-    with portability.portable_kernels() as capability:
+    with notebooks.writing_kernels() as capability:
         assert capability == "avx2"
+    with portability.suite_kernels() as (named, capability):
+        assert named == capability == "avx2"
     assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2"
     child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
                              env={**os.environ, "ATEN_CPU_CAPABILITY": "default"}, stdout=subprocess.PIPE, text=True)
