@@ -48,8 +48,8 @@ def pytest_runtest_setup(item):
     notebook = item.parent
     if type(notebook).__name__ != "IPyNbFile" or notebook.kernel is not None:
         return (yield)
-    with suite_kernels() as (named, capability):
-        result = yield
+    named, capability = suite_kernels()  # the kernel inherits this process's environment as it is
+    result = yield
     if capability == WRITING_CAPABILITY and not _warned:
         _warned.append(capability)
         warnings.warn(f"the notebooks run on {capability!r} kernels, the ones their stored outputs were written "

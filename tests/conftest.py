@@ -12,9 +12,9 @@ decides what goes to which worker:
 * the longest units (:data:`LONGEST_FIRST`) are handed out first, so that no worker is left with
   a long one at the end while the other idles;
 * the HTML book is built once per run, whichever worker first asks for it (:func:`built`);
-* each chapter notebook runs once, under nbval, strict, on torch's portable CPU kernels
-  (``chapters/conftest.py``): one run proves both that the stored outputs are what the code prints
-  and that they do not depend on this machine's SIMD rounding.
+* each chapter notebook runs once, under nbval, strict, on the machine's own CPU kernels against
+  outputs written on torch's portable ones (``chapters/conftest.py``): one run proves both that the
+  stored outputs are what the code prints and that they do not depend on one set of kernels' rounding.
 
 Each worker's torch gets its share of the cores, and so does every process a worker starts (a kernel,
 nbgrader, a tool): two workers do not fight over the cores.
@@ -144,11 +144,11 @@ def one_thread():
 def book_config(out: Path) -> Path:
     """The book's ``_config.yml`` as the suite builds it: the stored outputs, not a third execution.
 
-    Every chapter notebook is executed once by the suite's nbval run (torch's portable kernels, one
-    thread), which proves its stored outputs are what the code prints on any CPU; ``tools.notebooks``
-    proves the outputs were stored from today's code. The build then reads those outputs, as
-    `make book` does on a warm cache. Local extensions are named by absolute path, since the file is not in
-    the repository.
+    Every chapter notebook is executed once by the suite's nbval run (the machine's own kernels, one
+    thread, against outputs written on torch's portable ones), which proves its stored outputs are what
+    the code prints on any CPU; ``tools.notebooks`` proves the outputs were stored from today's code.
+    The build then reads those outputs, as `make book` does on a warm cache. Local extensions are named
+    by absolute path, since the file is not in the repository.
     """
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     config["execute"]["execute_notebooks"] = "off"

@@ -38,7 +38,6 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 from tools.course_book import ROOT
@@ -47,9 +46,8 @@ from tools.notebooks import TIMEOUT, chapter_notebooks
 CAPABILITIES = ("default", "avx2", "avx512")
 
 
-@contextmanager
-def suite_kernels():
-    """The CPU kernels of a chapter notebook's run in ``make test``: ``(named, capability)`` is yielded.
+def suite_kernels() -> tuple[str | None, str]:
+    """The CPU kernels of a chapter notebook's run in ``make test``, as ``(named, capability)``.
 
     The machine's own (``named`` is None: the kernel starts without ``ATEN_CPU_CAPABILITY``, and torch
     picks ``capability``, :func:`native_capability`), unless the environment names a set (``make
@@ -58,7 +56,7 @@ def suite_kernels():
     proves a notebook prints its stored outputs also proves they are not one set of kernels' rounding.
     """
     named = os.environ.get("ATEN_CPU_CAPABILITY") or None
-    yield named, named or native_capability()
+    return named, named or native_capability()
 
 
 def started_with(pid: int) -> str | None:

@@ -75,14 +75,14 @@ def test_writing_kernels_sets_the_capability_only_while_a_kernel_starts(monkeypa
     with notebooks.writing_kernels() as capability:
         assert capability == os.environ["ATEN_CPU_CAPABILITY"] == notebooks.WRITING_CAPABILITY == "default"
     assert "ATEN_CPU_CAPABILITY" not in os.environ
-    with portability.suite_kernels() as (named, capability):
-        assert named is None and capability == portability.native_capability()
-        assert "ATEN_CPU_CAPABILITY" not in os.environ
+    named, capability = portability.suite_kernels()
+    assert named is None and capability == portability.native_capability()
+    assert "ATEN_CPU_CAPABILITY" not in os.environ
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     with notebooks.writing_kernels() as capability:
         assert capability == "avx2"
-    with portability.suite_kernels() as (named, capability):
-        assert named == capability == "avx2"
+    named, capability = portability.suite_kernels()
+    assert named == capability == "avx2"
     assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2"
     child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
                              env={**os.environ, "ATEN_CPU_CAPABILITY": "default"}, stdout=subprocess.PIPE, text=True)
