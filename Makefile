@@ -24,6 +24,8 @@
 #   make seeds      every claim of the chapter notebooks over seeds 0-4, with its smallest margin (minutes)
 #   make zoo        train every model of the zoo from its recipe into course_lib/zoo/ (MODEL=<name>: one;
 #                   resumes from _build/zoo/<name>.pt; on the GPU when there is one)
+#   make zoo-check  re-run each recipe up to its stored curve's first record, 25 updates (MODEL=<name>: one;
+#                   minutes); make test re-runs the first 5 of each
 
 PYTHON ?= python3
 VENV   := .venv
@@ -46,7 +48,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo export-grades hub hub-users hub-stop
+.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo zoo-check export-grades hub hub-users hub-stop
 
 all: help
 
@@ -65,18 +67,23 @@ system-grade:
 	@PYTHON=$(PYTHON) tools/system_packages.sh grade
 
 # The stamp is remade when the requirements change.
-# Set-up: pip installs torch (the CPU wheel: pip's configuration may point at a local file of it, which uv does
-# not read) and uv; uv installs the rest, the same pins, in a fraction of pip's time, compiled to bytecode as pip
-# does (with PYTHONDONTWRITEBYTECODE set, a venv without .pyc files recompiles every import in every process).
+# Set-up: pip installs uv and fetches the torch wheel (the CPU wheel: pip's configuration may point at a local
+# file of it, which uv does not read); uv installs that file and the rest, the same pins, in a fraction of pip's
+# time, compiled to bytecode as pip does (with PYTHONDONTWRITEBYTECODE set, a venv without .pyc files recompiles
+# every import in every process).
 # JupyterLab's settings overrides: the course works offline, so the lab never asks to fetch news.
 $(STAMP): requirements.txt constraints.txt pyproject.toml tools/jupyterlab/overrides.json
 	@PYTHON=$(PYTHON) tools/system_packages.sh book
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check $$(grep -E '^(torch|uv)==' requirements.txt) \
-		-c constraints.txt
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.txt -c constraints.txt || { \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $$(grep -E '^uv==' requirements.txt) -c constraints.txt
+	rm -rf $(VENV)/wheels && $(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps \
+		-d $(VENV)/wheels $$(grep -E '^torch==' requirements.txt)
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python $(VENV)/wheels/torch-*.whl \
+		-r requirements.txt -c constraints.txt || { \
 		echo "uv could not install the requirements (above); pip installs them instead"; \
-		$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt; }
+		$(BIN)/python -m pip install --quiet --disable-pip-version-check $(VENV)/wheels/torch-*.whl \
+			-r requirements.txt -c constraints.txt; }
+	rm -rf $(VENV)/wheels
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp tools/jupyterlab/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
@@ -113,6 +120,9 @@ seeds: $(STAMP)
 MODEL ?=
 zoo: $(STAMP)
 	$(BIN)/python -m tools.zoo train $(MODEL)
+
+zoo-check: $(STAMP)
+	$(BIN)/python -m tools.zoo check $(MODEL)
 
 # The quick checks (a minute once the book is built; the build itself is cached).
 check: book

@@ -57,7 +57,7 @@ LONGEST_FIRST = (
     "tests/hub/", "tests/grading/test_grading_integrity.py", "chapters/09-vision-transformer/inside-a-vit.ipynb",
     "tests/grading/test_gradebook_postgres.py", "tests/grading/test_nbgrader_roundtrip.py",
     "tests/grading/test_judge.py", "chapters/09-vision-transformer/data-and-inductive-bias.ipynb",
-    "chapters/10-dinov2/frozen-features.ipynb", "tests/reference/test_zoo.py::test_the_first_steps",
+    "chapters/10-dinov2/frozen-features.ipynb", "tests/reference/test_zoo.py::test_the_first_updates",
     "chapters/07-modern-variants/pre-ln-and-rmsnorm.ipynb", "tests/grading/test_solutions_nbval.py",
     "chapters/06-encoder-decoder/the-2017-transformer.ipynb", "tests/lab/", "tests/grading/test_mutants.py",
 )

@@ -12,12 +12,15 @@ on the GPU when there is one and on the CPU otherwise, and writes
     python -m tools.zoo list
     python -m tools.zoo train lm-python-docs        # or: make zoo MODEL=lm-python-docs
     python -m tools.zoo train                       # every recipe: make zoo
+    python -m tools.zoo check --record              # re-run every start: make zoo-check
 
 Batches are a function of the step (a generator seeded by the recipe's seed
 and the step number), so a run that stops and resumes from its checkpoint
 (``_build/zoo/<name>.pt``) sees the same batches as one that never stopped,
-and ``tests/reference/test_zoo.py`` can re-run the first steps of a recipe and compare
-them with the start of the stored curve.
+and the start of a recipe can be re-run and compared with the stored run:
+``python -m tools.zoo check`` (``make zoo-check``) re-runs each recipe up to its
+curve's first record (25 updates; 10 for a fine-tuning) and records in the card
+the mean loss of the first five, which ``tests/reference/test_zoo.py`` re-runs.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import json
 import math
 import os
 import platform
@@ -56,7 +60,7 @@ from course_lib.dino import DINOPair, colour_jitter, random_multi_crop, teacher_
 from course_lib.positional import resample_pos_embed
 from course_lib.probes import knn_accuracy, linear_probe_accuracy, view_retrieval_accuracy
 from course_lib.seq2seq import beam_search, greedy_decode
-from course_lib.training import TrainConfig, Trainer
+from course_lib.training import TrainConfig, Trainer, learning_rate
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "_build" / "zoo"
@@ -489,12 +493,60 @@ def start_trainer(r: Recipe, *, max_steps: int | None = None, checkpoint: Path |
     return trainer
 
 
-def first_steps(name: str, steps: int) -> list[dict]:
-    """The logged records of the first ``steps`` updates of recipe ``name``, on the CPU (for provenance)."""
+# --------------------------------------------------------------------------
+# Provenance: re-running the start of a recipe
+# --------------------------------------------------------------------------
+#: the updates ``make test`` re-runs of every recipe (tests/reference/test_zoo.py): enough to pin the
+#: initialisation, the batches, the optimiser's state and the warm-up; the card's ``start`` is their mean loss
+START_STEPS = 5
+#: a re-run on the CPU agrees with the stored run to this relative tolerance: the same batches and
+#: initialisation in float32; only the kernels' rounding may differ between machines
+REPLAY_RTOL = 2e-3
+
+
+def replay(name: str, steps: int) -> list[Tensor]:
+    """The losses of the first ``steps`` updates of recipe ``name``, re-run on the CPU as the stored run made them."""
     r = recipe(name)
     trainer = start_trainer(r, device="cpu")
-    trainer.config.progress = False
-    return trainer.fit(_batches(r, 0), steps=steps)
+    trainer.model.train()
+    batches = _batches(r, 0)
+    return [trainer.train_step(next(batches))[0] for _ in range(steps)]
+
+
+def mean_loss(losses: list[Tensor]) -> float:
+    """The mean the Trainer logs: the losses summed one by one in float32, then divided."""
+    total = torch.zeros(())
+    for loss in losses:
+        total += loss.float()
+    return (total / len(losses)).item()
+
+
+def check_start(name: str, record: bool = False) -> dict:
+    """Re-run recipe ``name`` up to its stored curve's first record and compare; returns the card's ``start``.
+
+    The curve's first record (step 25, or 10 for a fine-tuning) is the mean loss of the stored run's first
+    updates. If the re-run lands on it, the mean loss of its first START_STEPS updates is the stored run's
+    too: with ``record`` it is written into the card as ``start``, which ``make test`` re-runs (a fifth of
+    the updates). Raises SystemExit, naming both values, when the re-run misses the stored curve.
+    """
+    card = zoo.card(name)
+    first = card["curve"][0]
+    losses = replay(name, first["step"])
+    again = mean_loss(losses)
+    if not math.isclose(again, first["loss"], rel_tol=REPLAY_RTOL):
+        raise SystemExit(f"zoo: {name}: re-run, the mean loss of the first {first['step']} updates is {again:.6f}; "
+                         f"the stored curve says {first['loss']:.6f} (relative tolerance {REPLAY_RTOL:g}): the "
+                         "recipe no longer reproduces the stored run")
+    start = {"step": START_STEPS, "loss": mean_loss(losses[:START_STEPS]),
+             "lr": learning_rate(START_STEPS, recipe(name).train),
+             "recorded_by": f"a re-run of the recipe that reproduced the stored curve at step {first['step']} "
+                            f"(python -m tools.zoo check {name} --record)"}
+    if record:
+        card["start"] = start
+        (zoo.ZOO_DIR / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+    print(f"zoo: {name}: step {first['step']} re-run {again:.6f}, stored {first['loss']:.6f}; "
+          f"start (step {START_STEPS}) {start['loss']:.6f}" + (", recorded" if record else ""))
+    return start
 
 
 def train(name: str, *, device: str | None = None, resume: bool = True) -> dict:
@@ -535,6 +587,7 @@ def train(name: str, *, device: str | None = None, resume: bool = True) -> dict:
         info["notes"] = (r.notes + " Resumed from a checkpoint; wall time not recorded.").strip()
     path = zoo.save(name, model, info, dtype=r.dtype)
     print(f"zoo: {name}: {trainer.step} steps in {wall:.0f} s; {metrics}; wrote {path} ({path.stat().st_size:,} bytes)")
+    info["start"] = check_start(name, record=True)  # what make test re-runs
     return info
 
 
@@ -546,7 +599,14 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("names", nargs="*")
     t.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     t.add_argument("--restart", action="store_true", help="ignore an existing run checkpoint")
+    c = sub.add_parser("check", help="re-run the start of recipes (all when none is named) against their curves")
+    c.add_argument("names", nargs="*")
+    c.add_argument("--record", action="store_true", help="write each card's start (the updates make test re-runs)")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        for name in args.names or sorted(RECIPES):
+            check_start(name, record=args.record)
+        return 0
     if args.command == "list":
         stored = set(zoo.names())
         for name in sorted(RECIPES):
