@@ -18,9 +18,11 @@
   was read (:mod:`grader.static`); the kernel only runs the learner's
   function on the inputs it is sent (:mod:`grader.runner`). The reference
   (``course_lib``) and the grader's assignments are not visible in the kernel.
+  The release's "Check your work" cell (:mod:`grader.practice`) is not run.
 * :class:`HideHiddenTests` (for ``make feedback``) removes the hidden tests
   and the integrity line from the learner's feedback and shortens error
-  tracebacks to their last line, the diagnosis, so no hidden code leaks.
+  tracebacks to their last line, the diagnosis, so no hidden code leaks; the
+  Check your work cell and its heading are left out (not graded work).
 """
 
 from __future__ import annotations
@@ -35,7 +37,16 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, List, Unicode
 
 from .kernel import FencedKernelManager, KernelGone, TooSlow, fenced_manager, run_quietly
-from .notebook import HIDDEN, cells_of, grade_id, hidden_check, is_test_cell, learner_code, without_hidden_tests
+from .notebook import (
+    HIDDEN,
+    cells_of,
+    grade_id,
+    hidden_check,
+    is_check_cell,
+    is_test_cell,
+    learner_code,
+    without_hidden_tests,
+)
 from .sandbox import KERNEL_STARTUP, PROLOGUE, fenced
 
 DELETED_MARK = "was deleted from this submission"
@@ -118,6 +129,9 @@ class GuardedExecute(Execute):
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         from nbclient.exceptions import DeadKernelError
 
+        if is_check_cell(cell):  # Check your work: the course's own cell, for the learner's kernel, not graded
+            cell.outputs = []
+            return cell
         try:
             judged = hidden_check(cell.source) if is_test_cell(cell) else None
             if judged is None:
@@ -216,9 +230,10 @@ class GuardedExecute(Execute):
 
 
 class HideHiddenTests(NbGraderPreprocessor):
-    """Feedback without the hidden tests: their code removed, their errors cut to the diagnosis."""
+    """Feedback without the hidden tests (their code removed, their errors cut to the diagnosis) or Check your work."""
 
     def preprocess(self, nb, resources):
+        nb.cells = [cell for cell in nb.cells if not is_check_cell(cell)]  # the learner's tool, not graded work
         for cell in nb.cells:
             if not is_test_cell(cell):
                 continue

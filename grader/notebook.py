@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+#: the grade_id of a release notebook's "Check your work" cell (:mod:`grader.practice`): the course's own locked
+#: code, which grading neither runs nor reads as the learner's, and feedback leaves out with its heading
+CHECK_CELL = "check_your_work"
+CHECK_HEADING = "check_your_work_intro"
 #: the hidden part of a test cell (group 1: its code)
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS\n?", re.S)
 
@@ -40,6 +44,12 @@ def is_test_cell(cell: Any) -> bool:
     """A graded code cell that is not a solution: the checks of an exercise."""
     meta = metadata(cell)
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def is_check_cell(cell: Any) -> bool:
+    """A raw cell that is the notebook's "Check your work", its call or its heading (by nbgrader grade_id)."""
+    meta = metadata(cell)
+    return meta.get("grade_id") in (CHECK_CELL, CHECK_HEADING) and not meta.get("grade") and not meta.get("solution")
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,11 @@ class Cell:
         return self.kind == "code" and self.grade and not self.solution
 
     @property
+    def is_check(self) -> bool:
+        """The notebook's "Check your work" cell: the course's code, not the learner's."""
+        return self.grade_id == CHECK_CELL and not self.grade and not self.solution
+
+    @property
     def hidden(self) -> str:
         """The code of its hidden tests ('' if none)."""
         return hidden_part(self.source)
@@ -85,13 +100,13 @@ def read_cells(path: Path | str) -> list[Cell]:
 
 
 def learner_code(cells: list[Cell], replace: dict[str, str] | None = None) -> list[tuple[str | None, str | None]]:
-    """Per cell, the learner's code (None for markdown and the test cells) and its grade_id.
+    """Per cell, the learner's code (None for markdown, the test cells and Check your work) and its grade_id.
 
     ``replace`` maps a solution cell's grade_id to the source to read instead.
     """
     replace = replace or {}
-    return [(replace.get(c.grade_id, c.source) if c.kind == "code" and not c.is_test else None, c.grade_id)
-            for c in cells]
+    return [(replace.get(c.grade_id, c.source) if c.kind == "code" and not (c.is_test or c.is_check) else None,
+             c.grade_id) for c in cells]
 
 
 def import_statements(cells: list[Cell]) -> Iterator[ast.Import | ast.ImportFrom]:

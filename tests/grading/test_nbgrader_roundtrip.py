@@ -31,7 +31,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.notebook import grade_id
+from grader.notebook import grade_id, is_check_cell
 from nbtools import ROOT
 
 pytestmark = pytest.mark.slow
@@ -50,6 +50,8 @@ points_per_hour = 1
 dave = {(DUE + dt.timedelta(days=1)).isoformat()}
 """
 LATE = dt.timedelta(hours=2, minutes=30)
+#: what alice wrote into her (locked) Check your work cell, which nbgrader must undo
+EDITED_CHECK = "print('my own check')\n"
 SUBMITTED = {"alice": DUE - dt.timedelta(minutes=5), "bob": DUE + LATE, "carol": DUE + LATE, "dave": DUE + LATE}
 
 
@@ -106,7 +108,10 @@ def course(tmp_path_factory):
 
     wrong = runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{ASSIGNMENT}.py"))["WRONG"]
     first_wrong = next(e for e in wrong if e["exercise"] == "causal_mask")
-    submit(course, "alice", nbformat.read(solution, as_version=4))
+    alice = nbformat.read(solution, as_version=4)
+    (check,) = [c for c in alice.cells if is_check_cell(c) and c.cell_type == "code"]
+    check.source = EDITED_CHECK + check.source  # nbgrader restores a locked cell's source; grading never runs it
+    submit(course, "alice", alice)
     submit(course, "bob", nbformat.read(release, as_version=4))
     submit(course, "carol", with_solution_cell(solution, "causal_mask", first_wrong["source"]))
     endless = "def causal_mask(n):\n    while True:\n        pass\n"
@@ -124,6 +129,18 @@ def test_solution_scores_full_marks(course):
     scores = cell_scores(course, "alice")
     assert scores and all(s > 0 for s in scores.values()), scores
     assert total(course, "alice") == 10
+
+
+def test_check_your_work_is_restored_and_neither_run_nor_read_as_the_learners_code(course):
+    """Alice edited her Check your work cell (which imports the grader, a finding in a learner's cell): the
+    autograded notebook holds the release's source, without outputs, and she kept full marks above."""
+    course, _ = course
+    autograded = nbformat.read(course / "autograded" / "alice" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    release = nbformat.read(course / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    (graded,) = [c for c in autograded.cells if is_check_cell(c) and c.cell_type == "code"]
+    (released,) = [c for c in release.cells if is_check_cell(c) and c.cell_type == "code"]
+    assert graded.source == released.source and EDITED_CHECK not in graded.source, graded.source
+    assert graded.outputs == [], graded.outputs
 
 
 def test_untouched_release_scores_zero(course):

@@ -11,8 +11,11 @@ Chromium (never a downloaded browser) the way a learner would:
    visible test; Validate reports failing tests;
 3. the learner pastes the reference solution (the code between the markers of
    solutions/02-attention/attention.ipynb) over each `# YOUR CODE HERE` stub,
-   restarts the kernel, runs all cells: no visible test shows an error, and
-   Validate says "Success! Your notebook passes all the tests."
+   restarts the kernel, runs all cells: no visible test shows an error, the last
+   cell (Check your work) says every exercise agrees, and Validate says
+   "Success! Your notebook passes all the tests.";
+4. the learner plants a mistake (the scores left unscaled), runs that cell and
+   Check your work: it names the exercise and the likely mistake grading names.
 
 The page may reach nothing but the lab on 127.0.0.1: every other request is
 blocked, recorded and reported. Screenshots of the main steps are left in the
@@ -22,6 +25,7 @@ test's tmp_path.
 from __future__ import annotations
 
 import re
+import runpy
 import shutil
 import urllib.parse
 import urllib.request
@@ -48,6 +52,9 @@ START_MS = 20_000  # a cell's prompt to show [*] once Run All Cells is clicked
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 STUB = re.compile(r"^[ \t]*# YOUR CODE HERE\n[ \t]*raise NotImplementedError\([^\n]*\)[ \t]*$", re.M)
+#: the mistake planted for Check your work: the catalogue's unscaled scores, and the diagnosis grading gives it
+PLANTED = next(e for e in runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{ASSIGNMENT}.py"))["WRONG"]
+               if e["exercise"] == "attention_scores" and "not scaled" in e["diagnosis"])
 SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*\n(.*?)^[ \t]*### END SOLUTION[ \t]*(?:\n|\Z)", re.S | re.M)
 
 
@@ -374,9 +381,30 @@ def test_a_learner_fails_the_untouched_exercise_then_passes_with_the_reference(l
     for i in code:
         assert not shown[i]["errors"], f"cell {i} shows an error after the reference was pasted:\n{learner.describe()}"
 
+    check = code[-1]  # the release's last cell: Check your work, which Run All ran
+    assert "Check your work" in shown[check]["outputs"] and f"{len(stubs)} of {len(stubs)} agree" in \
+        shown[check]["outputs"], f"Check your work does not agree with the pasted reference:\n{learner.describe()}"
+
     text = learner.validate()
     assert "Success! Your notebook passes all the tests." in text, \
         f"Validate did not pass the pasted reference; dialog:\n{text}\n\nthe notebook:\n{learner.describe()}"
+
+    # 4. A planted mistake, the scores left unscaled: Check your work names it in the grader's words.
+    i = next(i for i in stubs if released[i].grade_id == PLANTED["exercise"])
+    cell = learner.cell(i)
+    cell.scroll_into_view_if_needed()
+    cell.locator(".jp-InputArea-editor .cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(PLANTED["source"].strip())
+    page.keyboard.press("Escape")
+    for run in (i, check):
+        learner.cell(run).locator(".jp-InputPrompt").click()
+        page.keyboard.press("Control+Enter")
+        learner.wait_run_finished([run])
+    learner.shot("check-your-work", show=learner.cell(check).locator(".jp-OutputArea-output").last)
+    said = learner.cells()[check]["outputs"]
+    assert f"✗ {PLANTED['exercise']}" in said and PLANTED["diagnosis"] in said, \
+        f"Check your work does not name the planted mistake ({PLANTED['diagnosis']!r}):\n{learner.describe()}"
     learner.shot("done")
 
     assert not blocked, f"the page tried to reach other hosts than the lab: {sorted(set(blocked))}"
