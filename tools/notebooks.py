@@ -30,8 +30,10 @@ set of kernels prints fails there, on any machine, and the suite runs on the fas
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -39,7 +41,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools.course_book import ROOT, dependencies, digest
+from tools.course_book import ROOT, dependencies, digest, tree_text
 
 STAMP = "course"  # metadata key: {"outputs_digest": ...}
 TIMEOUT = 600  # seconds per cell
@@ -79,10 +81,26 @@ def outputs_digest(nb: nbformat.NotebookNode) -> str:
     h = hashlib.sha256()
     for cell in nb.cells:
         if cell.cell_type == "code":
-            h.update(cell.source.encode())
+            h.update(cell_code(cell.source).encode())
             h.update(b"\0")
     h.update(digest(dependencies(nb)).encode())
     return h.hexdigest()
+
+
+def cell_code(source: str) -> str:
+    """What of a code cell its outputs depend on: its syntax tree (a comment changes no output), or its text
+    where it does not parse as Python (an IPython magic)."""
+    try:
+        return tree_text(ast.parse(source))
+    except SyntaxError:
+        return source
+
+
+#: the tags of a chapter notebook's set-up cell (imports, ``SEED = start()``, the device): folded in the book
+#: (``hide-cell``), its output (the device's name) not compared by nbval
+HARNESS_TAGS = ("hide-cell", "nbval-ignore-output")
+#: where a cell tagged ``nbval-ignore-output`` says why: ``metadata["course"]["ignore_output"]``
+IGNORE_REASON = "ignore_output"
 
 
 def problems(path: Path) -> list[str]:
@@ -101,9 +119,7 @@ def problems(path: Path) -> list[str]:
             if "\r" in text or "it/s]" in text:
                 found.append(f"code cell {i} stored a live progress bar (run with COURSE_STATIC_OUTPUT=1)")
     for i, cell in enumerate(code, 1):
-        if not ignore_reasons_given(cell.source):
-            found.append(f"code cell {i}: NBVAL_IGNORE_OUTPUT without its reason (a comment on the next line "
-                         "saying what is truly unstable: a timing, a device name)")
+        found += [f"code cell {i}: {p}" for p in marker_problems(cell)]
     if "widgets" in nb.metadata:
         found.append("widget state saved in the metadata")
     stamp = nb.metadata.get(STAMP, {}).get("outputs_digest")
@@ -114,15 +130,21 @@ def problems(path: Path) -> list[str]:
     return found
 
 
-def ignore_reasons_given(source: str) -> bool:
-    """Every ``# NBVAL_IGNORE_OUTPUT`` in ``source`` is followed by a comment line giving the reason."""
-    lines = [line.strip() for line in source.splitlines()]
-    for j, line in enumerate(lines):
-        if line.startswith("#") and line.lstrip("#").strip() == "NBVAL_IGNORE_OUTPUT":
-            reason = lines[j + 1] if j + 1 < len(lines) else ""
-            if not (reason.startswith("#") and len(reason.lstrip("#").strip()) >= 10):
-                return False
-    return True
+def marker_problems(cell: nbformat.NotebookNode) -> list[str]:
+    """What breaks the rules of nbval's markers in a code cell: they are tags, each ignored output says why in
+    the cell's metadata (a reader sees no harness comments), and the set-up cell is folded in the book."""
+    found = []
+    tags = cell.metadata.get("tags", [])
+    comments = [line.strip().lstrip("# ") for line in cell.source.splitlines() if line.strip().startswith("#")]
+    if any(c.startswith("NBVAL_") for c in comments):
+        found.append("an NBVAL_ comment: tag the cell instead (nbval-ignore-output, with the reason in its "
+                     f"metadata course.{IGNORE_REASON})")
+    if "nbval-ignore-output" in tags and len(cell.metadata.get(STAMP, {}).get(IGNORE_REASON, "").strip()) < 10:
+        found.append(f"tagged nbval-ignore-output without its reason (metadata course.{IGNORE_REASON}: what is "
+                     "truly unstable, a timing, a device name)")
+    if re.search(r"^SEED = start\(", cell.source, re.M) and not set(HARNESS_TAGS) <= set(tags):
+        found.append(f"the set-up cell (SEED = start()) is not tagged {' and '.join(HARNESS_TAGS)}")
+    return found
 
 
 def assignment_problems(path: Path) -> list[str]:

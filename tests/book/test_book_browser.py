@@ -6,7 +6,8 @@ resolution disabled for every host but 127.0.0.1, and every request to another h
 recorded. Each page must then have its math typeset by the MathJax the book serves itself (no TeX
 left raw, no MathJax error), the figures of its notebook's stored outputs present, every image
 loaded, every figure described by an alt text, no request off the machine, no failed load, no
-script error, the theme's CSS applied; a screenshot of what a reader first sees is saved per page
+script error, the theme's CSS applied, no harness text in sight (nbval's markers, COURSE_SEED, the
+"Running on" line of a set-up cell, which the book folds); a screenshot of what a reader first sees is saved per page
 (under pytest's tmp_path; the checks above read the whole page's DOM, and a full-page image made the
 test 60% slower). Sphinx's search must find chapters from its local index. Without a browser: every
 relative link, and every #fragment, of every built page resolves inside the build, no reference is
@@ -100,6 +101,8 @@ def source_has_math(docname: str) -> bool:
     return bool(SOURCE_MATH.search(CODE_SPANS.sub("", text)))
 
 
+#: what keeps the pages true but is not for a reader: nbval's markers, the seed's variable, the device line
+HARNESS_TEXT = ("NBVAL", "COURSE_SEED", "Running on:")
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
 HIDDEN_OUTPUT_TAGS = {"remove-output", "remove-cell", "remove_output", "remove_cell"}
 
@@ -272,6 +275,7 @@ def test_page_reads_offline(docname, reader, tmp_path):
         page.evaluate(WAIT_FOR_IMAGES, IMAGES_TIMEOUT_MS)
         facts = page.evaluate(PAGE_FACTS)
         prose = page.evaluate(VISIBLE_PROSE, MATH)
+        shown = page.evaluate("() => document.body.innerText")  # what a reader sees, code included, folds shut
         shot = tmp_path / f"{docname.replace('/', '__')}.png"
         page.screenshot(path=str(shot))
     finally:
@@ -316,6 +320,10 @@ def test_page_reads_offline(docname, reader, tmp_path):
         problems.append(f"uncaught script errors: {log['page_errors']}")
     if not facts["theme_css"]:
         problems.append("the theme's stylesheet is not applied (--pst-color-primary unset)")
+    # (e) the teaching, not its apparatus: no harness text in sight (the set-up cells are folded)
+    harness = [m for m in HARNESS_TEXT if m in shown]
+    if harness:
+        problems.append(f"harness text a reader sees: {harness}")
     # (d) a screenshot of the page as it opens, not blank
     if shot.stat().st_size < 20_000:
         problems.append(f"the screenshot is nearly empty ({shot.stat().st_size} bytes)")

@@ -87,12 +87,32 @@ def test_error_outputs_and_live_progress_bars_are_flagged(tmp_path):
     assert any("ValueError" in p for p in found) and any("progress bar" in p for p in found)
 
 
-def test_an_ignored_output_must_say_why(tmp_path):
+def test_an_ignored_output_is_a_tag_that_says_why_in_the_metadata(tmp_path):
     nb = good_notebook()
-    nb.cells[0].source = "# NBVAL_IGNORE_OUTPUT\nimport math\nprint(math.pi)"
-    assert any("NBVAL_IGNORE_OUTPUT" in p for p in notebooks.problems(write(tmp_path, stamped(nb))))
     nb.cells[0].source = "# NBVAL_IGNORE_OUTPUT\n# the time differs on every run and machine\nprint(math.pi)"
-    assert notebooks.problems(write(tmp_path, stamped(nb))) == []
+    assert any("an NBVAL_ comment" in p for p in notebooks.problems(write(tmp_path, stamped(nb))))
+    nb = good_notebook()
+    nb.cells[0].metadata["tags"] = ["nbval-ignore-output"]
+    assert any("without its reason" in p for p in notebooks.problems(write(tmp_path, nb)))
+    nb.cells[0].metadata["course"] = {"ignore_output": "the time differs on every run and machine"}
+    assert notebooks.problems(write(tmp_path, nb)) == []
+
+
+def test_the_set_up_cell_is_folded_in_the_book_and_its_device_not_compared(tmp_path):
+    nb = good_notebook()
+    nb.cells[0].source = "import torch\nSEED = start()\nprint('Running on: cpu')"
+    nb = stamped(nb)
+    assert any("set-up cell" in p for p in notebooks.problems(write(tmp_path, nb)))
+    nb.cells[0].metadata.update(tags=list(notebooks.HARNESS_TAGS), course={"ignore_output": "the device's name"})
+    assert notebooks.problems(write(tmp_path, nb)) == []
+
+
+def test_a_comment_changes_no_stamp_and_code_does(tmp_path):
+    nb = good_notebook()
+    nb.cells[1].source = "# the sum, spelled out\n1 + 1  # two"
+    assert notebooks.problems(write(tmp_path, nb)) == []
+    nb.cells[1].source = "1 + 1 + 0"
+    assert any("stale" in p for p in notebooks.problems(write(tmp_path, nb)))
 
 
 def test_a_notebook_without_a_stamp_is_flagged(tmp_path):
