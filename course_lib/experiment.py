@@ -22,7 +22,9 @@ both to every notebook:
   notebook tests compare everything but it (``tests/nbval_sanitize.cfg``);
   the statement and its verdict must be identical everywhere. The margin says
   how far the measurement is from failing; ``make seeds`` reports the smallest
-  margin of every claim over seeds.
+  margin of every claim over seeds. In a notebook (and the book) the claim
+  shows as a finding, the statement and the measured value, with the check
+  folded one click away (:meth:`Claim.html`); the line above is its text.
 
 With ``glue=NAME`` a claim also records its measured value under ``NAME`` for
 the prose: in a Markdown cell of the same notebook, ``{glue:text}`NAME:.2f```
@@ -37,7 +39,9 @@ import math
 import operator
 import os
 import random
+import sys
 from dataclasses import asdict, dataclass
+from html import escape
 from typing import Any
 
 import torch
@@ -119,8 +123,16 @@ class Claim:
     holds: bool
 
     def line(self) -> str:
+        """The claim as text: ``✓ statement  [measured value op threshold, margin m]``."""
         mark = "✓" if self.holds else "✗"
         return f"{mark} {self.statement}  [measured {self._measured()}]"
+
+    def html(self) -> str:
+        """The claim as a finding: the statement and the measured value, the check folded one click away."""
+        mark = "✓" if self.holds else "✗"
+        return (f'<details class="course-claim"><summary>{mark} {escape(self.statement)}: '
+                f'<span class="course-claim-value">{escape(_fmt(self.value))}</span></summary>'
+                f'checked: {escape(f"[measured {self._measured()}]")}</details>')
 
     def _measured(self) -> str:
         if self.op == "in":
@@ -207,10 +219,22 @@ def claim(statement: str, value: Any, op: str, threshold: Any, *, glue: str | No
     _log(c)
     if glue is not None:
         quote(glue, c.value)
-    print(c.line())
+    _show(c)
     if not c.holds:
         raise ClaimFailed(f"the experiment does not show what the text says: {statement!r}: "
                           f"measured {_fmt(c.value)}, needs {c.op} {_fmt(c.threshold)}")
+
+
+def _show(c: Claim) -> None:
+    """In a notebook, the claim as a finding (HTML, :meth:`Claim.html`) with its line as the text nbval compares;
+    elsewhere its line, printed."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    if shell is None:
+        print(c.line())
+        return
+    from IPython.display import display
+
+    display({"text/plain": c.line(), "text/html": c.html()}, raw=True)
 
 
 def quote(name: str, value: Any) -> None:

@@ -7,7 +7,8 @@ recorded. Each page must then have its math typeset by the MathJax the book serv
 left raw, no MathJax error), the figures of its notebook's stored outputs present, every image
 loaded, every figure described by an alt text, no request off the machine, no failed load, no
 script error, the theme's CSS applied, no harness text in sight (nbval's markers, COURSE_SEED, the
-"Running on" line of a set-up cell, which the book folds); a screenshot of what a reader first sees is saved per page
+"Running on" line of a set-up cell, which the book folds, a claim's raw "[measured ...]" check, which a
+finding folds); a screenshot of what a reader first sees is saved per page
 (under pytest's tmp_path; the checks above read the whole page's DOM, and a full-page image made the
 test 60% slower). Sphinx's search must find chapters from its local index. Without a browser: every
 relative link, and every #fragment, of every built page resolves inside the build, no reference is
@@ -101,8 +102,9 @@ def source_has_math(docname: str) -> bool:
     return bool(SOURCE_MATH.search(CODE_SPANS.sub("", text)))
 
 
-#: what keeps the pages true but is not for a reader: nbval's markers, the seed's variable, the device line
-HARNESS_TEXT = ("NBVAL", "COURSE_SEED", "Running on:")
+#: what keeps the pages true but is not for a reader: nbval's markers, the seed's variable, the device line, a
+#: claim's raw check (a claim shows as a finding, its check folded: course_lib.experiment.Claim.html)
+HARNESS_TEXT = ("NBVAL", "COURSE_SEED", "Running on:", "[measured")
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
 HIDDEN_OUTPUT_TAGS = {"remove-output", "remove-cell", "remove_output", "remove_cell"}
 

@@ -167,6 +167,19 @@ def test_nbval_compares_a_claims_statement_and_verdict_but_not_its_measurement()
     assert sanitize("accuracy 0.83 [not a claim]") == "accuracy 0.83 [not a claim]"
 
 
+def test_in_a_notebook_a_claim_is_a_finding_with_its_check_one_click_away():
+    c = evaluate("test accuracy above 0.7", 0.83, ">", 0.7)
+    assert c.html() == ('<details class="course-claim"><summary>✓ test accuracy above 0.7: '
+                        '<span class="course-claim-value">0.83</span></summary>'
+                        "checked: [measured 0.83 &gt; 0.7, margin +0.13]</details>")
+    assert "a &lt; b &amp; c" in evaluate("a < b & c", 1.0, "<", 2.0).html()  # the statement is text, not markup
+    here = evaluate("the deep residual net trains better", 0.123456, "<", 0.5).html()
+    there = evaluate("the deep residual net trains better", 0.1301, "<", 0.5).html()
+    assert here != there and sanitize(here) == sanitize(there)
+    flipped = evaluate("the deep residual net trains better", 0.6, "<", 0.5).html()
+    assert sanitize(flipped) != sanitize(here), "a verdict that flips must show in nbval"
+
+
 def test_nbval_skips_glue_records_and_nothing_else():
     import importlib.util
 
