@@ -92,5 +92,6 @@ def test_course_lib_declares_every_package_it_imports():
                 imported |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 imported.add(node.module.split(".")[0])
-    third_party = {m for m in imported if m not in sys.stdlib_module_names and m not in {"course_lib", "__future__"}}
+    third_party = {m.lower() for m in imported  # a distribution's name is case-insensitive: IPython is ipython
+                   if m not in sys.stdlib_module_names and m not in {"course_lib", "__future__"}}
     assert third_party - declared == set(), f"imported by course_lib but not declared: {third_party - declared}"
