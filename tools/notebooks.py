@@ -99,7 +99,8 @@ def cell_code(source: str) -> str:
 #: the tags of a chapter notebook's set-up cell (imports, ``SEED = start()``, the device): folded in the book
 #: (``hide-cell``), its output (the device's name) not compared by nbval
 HARNESS_TAGS = ("hide-cell", "nbval-ignore-output")
-#: where a cell tagged ``nbval-ignore-output`` says why: ``metadata["course"]["ignore_output"]``
+#: where a cell tagged ``nbval-ignore-output`` says why: ``metadata[COURSE_META][IGNORE_REASON]``
+COURSE_META = "course"
 IGNORE_REASON = "ignore_output"
 
 
@@ -139,7 +140,7 @@ def marker_problems(cell: nbformat.NotebookNode) -> list[str]:
     if any(c.startswith("NBVAL_") for c in comments):
         found.append("an NBVAL_ comment: tag the cell instead (nbval-ignore-output, with the reason in its "
                      f"metadata course.{IGNORE_REASON})")
-    if "nbval-ignore-output" in tags and len(cell.metadata.get(STAMP, {}).get(IGNORE_REASON, "").strip()) < 10:
+    if "nbval-ignore-output" in tags and len(cell.metadata.get(COURSE_META, {}).get(IGNORE_REASON, "").strip()) < 10:
         found.append(f"tagged nbval-ignore-output without its reason (metadata course.{IGNORE_REASON}: what is "
                      "truly unstable, a timing, a device name)")
     if re.search(r"^SEED = start\(", cell.source, re.M) and not set(HARNESS_TAGS) <= set(tags):
