@@ -36,16 +36,29 @@ Its own dependencies are declared as the ``grader`` extra of the project
 
 from __future__ import annotations
 
-from .cases import Case
-from .checker import check_function, check_table
-from .compare import same_value
-from .diagnosis import Mistake
-from .failures import ExerciseFailure, ForbiddenCall
-from .guards import FUSED_ATTENTION, LAYER_NORM, SOFTMAX, forbid_calls
-from .registry import Assignment, Comparison, Exercise, check, exercise
+import importlib
 
-__all__ = [
-    "Assignment", "Case", "Comparison", "Exercise", "ExerciseFailure", "ForbiddenCall", "FUSED_ATTENTION",
-    "LAYER_NORM", "Mistake", "SOFTMAX", "check", "check_function", "check_table", "exercise",
-    "forbid_calls", "same_value",
-]
+#: what ``from grader import X`` offers, and the module each name lives in. They are imported on first use
+#: (PEP 562), so a process that needs only a torch-free part (nbgrader's configuration, ``make grade``'s
+#: orchestration, the late policy, the notebook reader) does not pay for importing torch.
+_EXPORTS = {
+    "Case": "cases", "check_function": "checker", "check_table": "checker", "same_value": "compare",
+    "Mistake": "diagnosis", "ExerciseFailure": "failures", "ForbiddenCall": "failures",
+    "FUSED_ATTENTION": "guards", "LAYER_NORM": "guards", "SOFTMAX": "guards", "forbid_calls": "guards",
+    "Assignment": "registry", "Comparison": "registry", "Exercise": "registry", "check": "registry",
+    "exercise": "registry",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'grader' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -34,7 +34,7 @@ import re
 from nbformat.v4 import new_code_cell, new_output
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer, List, Unicode
+from traitlets import Enum, Integer, List, Unicode
 
 from .kernel import FencedKernelManager, KernelGone, TooSlow, fenced_manager, run_quietly
 from .notebook import (
@@ -99,6 +99,9 @@ class GuardedExecute(Execute):
     os_fence = Unicode("bwrap", help="the OS fence around the grading kernel: 'bwrap' (bubblewrap: read-only system, "
                                      "no network, the instructor's files out of view) or 'none' (the Python fence "
                                      "alone)").tag(config=True)
+    shutdown_kernel = Enum(["graceful", "immediate"], "immediate",
+                           help="how the kernel stops after the last cell: 'immediate' (its state is thrown away; "
+                                "a graceful stop waits 1.5-2.5 s per notebook for its exit hooks)").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         resources = resources or {}

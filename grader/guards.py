@@ -152,6 +152,7 @@ CHECKED_BUILTINS = ("abs", "all", "any", "bool", "float", "int", "isinstance", "
                     "hash", "divmod", "pow")
 CHECKED_SYS = ("audit", "addaudithook", "setprofile", "getprofile", "settrace", "gettrace", "exit", "modules")
 _PACKAGES = ("course_lib", "grader")
+_MISSING = object()
 
 
 def take_snapshot(*, between_cells: bool = False) -> list[tuple[str, dict, dict]]:
@@ -178,15 +179,14 @@ def take_snapshot(*, between_cells: bool = False) -> list[tuple[str, dict, dict]
                        if not k.startswith("__") and (callable(v) or isinstance(v, type(sys)))}
         else:  # every entry; the dunders (a module's own bookkeeping) are left out when a change is named
             entries = dict(ns)
+        if name in _PACKAGES:  # a package's names loaded on first use (grader's): binding one is a change too
+            entries.update({k: ns.get(k, _MISSING) for k in ns.get("_EXPORTS", ())})
         snap.append((name, ns, entries))
     if between_cells:
         snap.append(("sys.modules", sys.modules, {k: v for k, v in sys.modules.items()
                                                   if k.split(".")[0] in ("torch", "numpy") + _PACKAGES
                                                   and v is not None}))
     return snap
-
-
-_MISSING = object()
 
 
 def first_change(snapshot) -> str | None:

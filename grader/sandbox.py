@@ -55,8 +55,6 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterator
 
-from .guards import first_change, take_snapshot
-
 #: the environment variable that hands the fence's settings to the kernel (JSON)
 ENV_VAR = "COURSE_GRADING_SANDBOX"
 #: the kernel's startup line: the Python fence, first thing
@@ -80,10 +78,10 @@ PROLOGUE = (
     "  # grading integrity check\n"
 )
 
-#: the grader's modules the kernel loads: the runner and what it needs (never the judge, the assignments
-#: or course_lib), and the registry the package itself imports (its assignments stay closed)
+#: the grader's modules the kernel loads: the runner and what it needs (never the judge, the registry, the
+#: assignments or course_lib)
 KERNEL_MODULES = ("grader.failures", "grader.cases", "grader.compare", "grader.guards", "grader.wire",
-                  "grader.learner", "grader.diagnosis", "grader.checker", "grader.registry", "grader.runner")
+                  "grader.learner", "grader.diagnosis", "grader.checker", "grader.runner")
 
 
 # --------------------------------------------------------------------------
@@ -315,6 +313,8 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
     import torch  # noqa: F401 - loaded (with its native libraries) before the fence closes
     import torch.nn.functional  # noqa: F401
     import torch.testing  # noqa: F401
+
+    from .guards import first_change, take_snapshot  # here, not at the top: the grader's side never loads torch for it
 
     sys.dont_write_bytecode = True
     os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="mpl-"))

@@ -166,7 +166,8 @@ def refresh(path: Path) -> float:
     start = time.perf_counter()
     folder = {"metadata": {"path": str(path.parent)}}
     with writing_kernels():  # the kernel starts on them (this process's torch has chosen its own already)
-        NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", resources=folder).execute()
+        NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", shutdown_kernel="immediate",
+                       resources=folder).execute()
     elapsed = time.perf_counter() - start
     nb.metadata.pop("widgets", None)
     nb.metadata[STAMP] = {"outputs_digest": outputs_digest(nb)}

@@ -182,7 +182,7 @@ def _execute(job: tuple[str, int, str]) -> tuple[str, int, str | None, float]:
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     try:
-        NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
+        NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", shutdown_kernel="immediate",
                        resources={"metadata": {"path": str(Path(path).parent)}}).execute()
         error = None
     except CellExecutionError as e:
