@@ -147,11 +147,6 @@ def code_of(path: Path) -> bytes:
     return tree_text(_without_docstrings(ast.parse(path.read_text()))).encode()
 
 
-def tree_text(tree: ast.AST) -> str:
-    """A syntax tree as text, the same on every Python the course supports (comments are not in a tree)."""
-    return _dump(tree)
-
-
 def _without_docstrings(tree: ast.AST) -> ast.AST:
     """``tree`` with every statement that is only a string (docstrings, mostly) removed: such a statement runs
     nothing (course_lib reads no ``__doc__``)."""
@@ -167,14 +162,15 @@ def _is_docstring(node: ast.AST) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
-def _dump(node) -> str:
-    """``ast.dump`` without line numbers, empty lists and Nones: the same text on every Python the course
-    supports (3.12 added empty ``type_params`` to every function and class, 3.13 dumps without empties)."""
+def tree_text(node) -> str:
+    """A syntax tree as text (comments are not in a tree): ``ast.dump`` without line numbers, empty lists and
+    Nones, the same on every Python the course supports (3.12 added empty ``type_params`` to every function and
+    class, 3.13 dumps without empties)."""
     if isinstance(node, ast.AST):
-        fields = ", ".join(f"{k}={_dump(v)}" for k, v in ast.iter_fields(node) if v is not None and v != [])
+        fields = ", ".join(f"{k}={tree_text(v)}" for k, v in ast.iter_fields(node) if v is not None and v != [])
         return f"{type(node).__name__}({fields})"
     if isinstance(node, list):
-        return "[" + ", ".join(_dump(v) for v in node) + "]"
+        return "[" + ", ".join(tree_text(v) for v in node) + "]"
     return repr(node)
 
 
