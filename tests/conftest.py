@@ -14,7 +14,9 @@ decides what goes to which worker:
 * the HTML book is built once per run, whichever worker first asks for it (:func:`built`);
 * each chapter notebook runs once, under nbval, strict, on the machine's own CPU kernels against
   outputs written on torch's portable ones (``chapters/conftest.py``): one run proves both that the
-  stored outputs are what the code prints and that they do not depend on one set of kernels' rounding.
+  stored outputs are what the code prints and that they do not depend on one set of kernels' rounding;
+* every kernel a worker starts outside the grading fence (nbval's, the judge's, the tools') is forked
+  from one warm process per worker (:func:`_forked_kernels`), which imported torch and ipykernel once.
 
 Each worker's torch gets its share of the cores, and so does every process a worker starts (a kernel,
 nbgrader, a tool): two workers do not fight over the cores.
@@ -35,6 +37,7 @@ import yaml
 from filelock import FileLock
 
 from nbtools import ROOT
+from tools import forked_kernels
 from tools.grade import THREAD_VARIABLES  # OpenMP's and MKL's thread counts, as make grade sets them
 
 # Notebooks executed by the suite (nbval, the book build) store stable outputs:
@@ -114,6 +117,38 @@ def pytest_configure(config):
     distributing = not hasattr(config, "workerinput") and config.getoption("numprocesses", None)
     if distributing and "COURSE_TEST_TMPDIR" not in os.environ:
         _one_temporary_folder(config)
+    if not distributing and os.environ.get(forked_kernels.SOCKET_VARIABLE) != "off":
+        _forked_kernels(config)
+
+
+def _forked_kernels(config) -> None:
+    """The kernels this process starts, forked from a warm process (:mod:`tools.forked_kernels`).
+
+    A kernel's start is mostly importing torch and ipykernel (about 3 s of CPU here; the suite starts
+    some 90 kernels outside the grading fence). The ``python3`` kernelspec this process and its children
+    find first (``JUPYTER_PATH``) starts the launcher, which has the warm process fork the kernel; a
+    kernel whose environment differs from the warm process's (``make portability``'s CPU kernels, thread
+    counts) or that is a grading kernel starts afresh, as before. ``COURSE_FORKED_KERNELS=off`` runs the
+    suite on fresh kernels only. The warm process starts after the worker's environment is final (its
+    thread counts, above) and stops, with any kernel left, when the worker does.
+    """
+    folder = tempfile.mkdtemp(prefix="forked-kernels-")
+    forked_kernels.write_kernelspec(folder)
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (folder, os.environ.get("JUPYTER_PATH")) if p)
+    os.environ[forked_kernels.SOCKET_VARIABLE] = socket = os.path.join(folder, "socket")
+    warm = subprocess.Popen([sys.executable, forked_kernels.__file__, "serve", socket], cwd=ROOT,
+                            stdin=subprocess.DEVNULL)
+
+    def stop() -> None:
+        warm.terminate()
+        try:
+            warm.wait(30)
+        except subprocess.TimeoutExpired:
+            warm.kill()
+            warm.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    config.add_cleanup(stop)
 
 
 def _one_temporary_folder(config) -> None:

@@ -65,7 +65,7 @@ def _load(slug: str) -> tuple[Kernel, dict[str, str]]:
     kernel = Kernel()
     solutions = {}
     for cell in cells:
-        if cell.kind == "code" and not (cell.grade and not cell.solution):
+        if cell.kind == "code" and not (cell.grade and not cell.solution) and not cell.is_check:
             kernel.run(cell.source)
             if cell.solution and cell.grade_id:
                 solutions[cell.grade_id] = cell.source

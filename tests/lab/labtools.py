@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from nbtools import ROOT
+from tools import forked_kernels
 
 
 def free_port() -> int:
@@ -46,7 +47,8 @@ def running_lab(*make_args: str, env: dict[str, str] | None = None, start_s: flo
     proc = subprocess.Popen(
         ["make", "--no-print-directory", "lab", f"LAB_PORT={port}", *make_args], cwd=ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        env=dict(os.environ, **(env or {})),
+        # the lab's kernels are the ones a learner's lab starts, not the suite's forked ones
+        env=dict(forked_kernels.ordinary_environment(os.environ), **(env or {})),
     )
     seen: list[str] = []
     token, deadline = None, time.time() + start_s
