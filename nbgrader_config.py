@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 
+import nbgrader
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
@@ -20,8 +21,10 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+import grader
 from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests
 from grader.late import CourseLatePolicy, DeadlineError, read_deadlines
+from grader.mathml import MathAsMathML
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
@@ -123,5 +126,12 @@ c.AssignLatePenalties.plugin_class = CourseLatePolicy
 c.CourseLatePolicy.penalty = _deadlines.penalty
 c.CourseLatePolicy.points_per_hour = _deadlines.points_per_hour
 
-# Feedback shows each test's visible part and the diagnosis, never the hidden tests' code.
-c.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
+# Feedback shows each test's visible part and the diagnosis, never the hidden tests' code. It reads offline:
+# its math is MathML (grader/mathml.py) and its template (grader/templates/course-feedback, nbgrader's
+# feedback page without MathJax) fetches nothing from another host.
+c.GenerateFeedback.preprocessors = [HideHiddenTests, MathAsMathML, GetGrades, CSSHTMLHeaderPreprocessor]
+c.HTMLExporter.template_name = "course-feedback"
+c.HTMLExporter.extra_template_basedirs = [
+    os.path.join(os.path.dirname(grader.__file__), "templates"),
+    os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"),
+]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -294,6 +295,11 @@ def test_feedback_shows_the_diagnosis_but_no_hidden_test(graded):
     assert "ForbiddenCall" in html and "scaled_dot_product_attention" in html
     for secret in ("BEGIN HIDDEN TESTS", "check_function", "_cases", "from grader", "grading integrity check"):
         assert secret not in html, f"the feedback shows {secret!r}"
+    # it reads offline: its math is MathML, and nothing is fetched from another host (no MathJax from a CDN)
+    fetched = re.findall(r"<(?:script|link|img|iframe)\b[^>]*?(?:src|href)=[\"']?([^\"' >]+)", html, re.I)
+    assert not [url for url in fetched if "://" in url or url.startswith("//")], fetched
+    assert not re.search(r"MathJax\.|x-mathjax-config|mathjax[^ ]*\.js", html, re.I), "the page still loads MathJax"
+    assert html.count("<math ") > 10 and "\\sqrt{d_k}" not in html
 
 
 def test_the_kernel_runs_in_the_os_fence(graded):
