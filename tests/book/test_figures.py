@@ -322,6 +322,14 @@ def test_there_are_notebooks_with_figures():
     assert figures >= 40, "the chapter notebooks lost their figures, or the glob is wrong"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_every_page_shows_a_figure_or_a_diagram(path):
+    nb = nbformat.read(path, as_version=4)
+    drawn = any(draws_figure(c) for _, c in _code_cells(nb))
+    diagram = any(c.cell_type == "markdown" and "```{diagram}" in c.source for c in nb.cells)
+    assert drawn or diagram, f"{_id(path)} has no figure and no diagram: a page shows what it explains"
+
+
 RULES = {"alt text": alt_problems, "colour-blind style first": style_problems,
          "safe colour maps": colormap_problems, "no red with green": red_green_problems}
 

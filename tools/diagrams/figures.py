@@ -448,6 +448,42 @@ def swin_windows() -> Canvas:
     return c
 
 
+def deit_tokens() -> Canvas:
+    """Chapter 9: DeiT's distillation token beside CLS, its own head, and what each head learns."""
+    c = Canvas(21.4, 7.4)
+    mid = 3.6
+    c.grid(0.4, 2.6, 3, 3, 0.7, kind="tensor")
+    c.text(1.45, 2.05, "image, cut into\n$N$ patches", size=8.5)
+    c.arrow((2.7, mid), (4.1, mid))
+    c.text(3.4, mid + 0.45, "$E$", size=8.5, color=MUTED)
+    # the tokens: CLS, then the distillation token, then the patch tokens
+    c.grid(4.3, 2.1, 6, 4, 0.3, kind="tensor")
+    c.grid(4.3, 4.2, 1, 4, 0.3, kind="output", highlight_cells=[(0, j) for j in range(4)])
+    c.grid(4.3, 3.9, 1, 4, 0.3, kind="embed")
+    c.text(5.7, 4.35, "CLS", size=8.5, color=HIGHLIGHT, ha="left")
+    c.text(5.7, 4.05, "distillation", size=8.5, ha="left")
+    c.text(5.7, 3.0, "patches", size=8.5, color=MUTED, ha="left")
+    c.text(4.9, 1.55, "tokens $(2 + N, D)$", size=9)
+    c.text(4.9, 1.05, "$+\\,E_{pos}$", size=8.5, color=MUTED)
+    c.arrow((7.7, mid), (8.8, mid))
+    c.region(8.9, 2.0, 3.3, 3.2, "$\\times L$ blocks", where="top")
+    c.box(9.2, 3.7, 2.7, 1.0, "multi-head\nself-attention", kind="attention", size=8.5)
+    c.box(9.2, 2.3, 2.7, 1.0, "MLP", kind="mlp", size=9)
+    # the two heads and their targets
+    c.arrow((12.3, 4.1), (13.4, 5.4), "token 0")
+    c.arrow((12.3, 3.1), (13.4, 1.8), "token 1")
+    c.box(13.5, 4.9, 2.0, 1.0, "head $\\psi_{cls}$", kind="output", size=8.5)
+    c.box(13.5, 1.3, 2.0, 1.0, "head $\\psi_{dist}$", kind="embed", size=8.5)
+    c.arrow((15.6, 5.4), (16.4, 5.4))
+    c.arrow((15.6, 1.8), (16.4, 1.8))
+    c.text(18.9, 5.55, "CE with the true label $y$", size=8.5)
+    c.text(18.9, 5.05, "(what the data says)", size=8, color=MUTED)
+    c.text(18.9, 1.95, "CE with the teacher's label", size=8.5)
+    c.text(18.9, 1.45, "$y_t = \\mathrm{argmax}\\,Z_t$", size=8, color=MUTED)
+    c.text(17.6, 3.6, "at test time: the average\nof the two heads", size=8, color=HIGHLIGHT)
+    return c
+
+
 #: every diagram of the book, by the name a ``{diagram}`` directive uses
 DIAGRAMS = {
     "attention-lookup": attention_lookup,
@@ -463,6 +499,7 @@ DIAGRAMS = {
     "bpe-merge": bpe_merge,
     "patch-merging": patch_merging,
     "adding-positions": adding_positions,
+    "deit-tokens": deit_tokens,
 }
 
 
