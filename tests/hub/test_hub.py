@@ -20,7 +20,9 @@ term runs as it would:
    forbids frames by default, and the panel is then blank);
 6. the hub stops and starts again: the accounts, the log-in, the work, the grades and the feedback remain;
 7. started with the demo log-in, the learners' shared password lets a learner in but not as the
-   instructor, who has a password of their own, and no account outside the course gets in.
+   instructor, who has a password of their own, and no account outside the course gets in;
+8. with a short idle limit (IDLE_S), the idle culler stops a learner's server nobody uses, and the learner's
+   files stay.
 
 Afterwards the machine is as before: the accounts, their groups and homes, the processes and the prefix
 are removed. HUB_TEST_DUMP=<file> writes what each step showed to that file (JSON), for a failure's
@@ -70,8 +72,8 @@ class Hub:
         self.ports = dict(api_port=hub.free_port(), proxy_api_port=hub.free_port())
         self.base = f"http://127.0.0.1:{self.port}"
 
-    def start(self, auth: str = "pam") -> None:
-        hub.start(self.layout, self.port, auth=auth, groups=self.groups, idle_s=3600, **self.ports)
+    def start(self, auth: str = "pam", idle_s: int = 3600) -> None:
+        hub.start(self.layout, self.port, auth=auth, groups=self.groups, idle_s=idle_s, **self.ports)
 
     def logs_in(self, user: str, password: str) -> bool:
         """Whether the hub's form accepts this user and password (the user's server is not started)."""
@@ -206,6 +208,23 @@ def term():
         shutil.rmtree(prefix, ignore_errors=True)
 
 
+def _processes_of(user: str, within_s: float) -> list[int]:
+    """The processes ``user`` still runs after waiting up to ``within_s`` seconds for them to end."""
+    uid = pwd.getpwnam(user).pw_uid
+    deadline = time.monotonic() + within_s
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and entry.stat().st_uid == uid:
+                    found.append(int(entry.name))
+            except FileNotFoundError:
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
+
+
 def run_term(h: Hub, seen: dict) -> None:
     """Steps 1-7 of the module's story, with one Chromium open throughout; what each showed goes into ``seen``."""
     if not CHROMIUM.is_file():
@@ -320,9 +339,9 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
                    for r in csv.DictReader((home / "course" / "grades.csv").open())},
     }
 
-    # 7. the demo log-in: one password for the learners, another for the instructor
+    # 7. the demo log-in: one password for the learners, another for the instructor (8: a short idle limit)
     hub.stop(h.layout)
-    h.start(auth="shared")
+    h.start(auth="shared", idle_s=IDLE_S)
     learners, instructors = ((h.layout.state / f).read_text().strip()
                              for f in ("shared-password", "shared-admin-password"))
     seen["shared"] = {
@@ -333,7 +352,29 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
         "not a course account": h.logs_in("root", learners),
     }
 
+    # 8. the idle culler: B's server, started and then left alone, is stopped; B's files stay
+    home_b = Path(pwd.getpwnam(h.b).pw_dir)
+    def work_of_b() -> dict[str, bytes]:  # B's notebooks and course files, with their contents
+        return {str(p.relative_to(home_b)): p.read_bytes() for p in home_b.rglob("*.ipynb") if p.is_file()}
 
+    work_before = work_of_b()
+    h.login(h.b, learners)
+    started = time.monotonic()
+    while time.monotonic() - started < IDLE_S + 150:
+        user = requests.get(f"{h.base}/hub/api/users/{h.b}", headers=h.admin(), timeout=30).json()
+        if "" not in user.get("servers", {}):
+            break
+        time.sleep(2)
+    seen["culled"] = {
+        "after_s": time.monotonic() - started if "" not in user.get("servers", {}) else None,
+        "running": _processes_of(h.b, within_s=10),
+        "files_kept": bool(work_before) and work_of_b() == work_before,
+        "culler_said": [line for line in hub.tail(h.log, 400).splitlines() if "Culling server" in line and h.b in line],
+    }
+
+
+#: the idle limit of step 8 (the culler then looks every 10 s): short, so that the test waits under a minute
+IDLE_S = 20
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 UI_MS = 90_000
@@ -478,3 +519,12 @@ def test_the_demo_log_in_keeps_the_instructors_account_to_the_instructor(term):
     h, seen = term
     assert seen["shared"] == {"learner": True, "learner's password, instructor's name": False, "instructor": True,
                               "learner's own Unix password": False, "not a course account": False}, seen["shared"]
+
+
+def test_an_idle_server_is_stopped_and_its_files_stay(term):
+    h, seen = term
+    culled = seen["culled"]
+    assert culled["after_s"] is not None, f"B's idle server still ran {IDLE_S + 150} s after it started"
+    assert culled["culler_said"], "the server stopped, but the hub's log has no word of the idle culler stopping it"
+    assert not culled["running"], "a process of B's server is still running"
+    assert culled["files_kept"], "B's files changed when the culler stopped the server"
