@@ -32,7 +32,8 @@ build on earlier modules, never the reverse:
 * :mod:`~course_lib.swin` (11): Swin Transformer V1 and V2.
 
 Around them: :mod:`~course_lib.counting` (parameters, FLOPs and bytes of the
-layers), :mod:`~course_lib.interop` (load Hugging Face weights),
+layers), :mod:`~course_lib.summary` (a block's sublayers as a table),
+:mod:`~course_lib.interop` (load Hugging Face weights),
 :mod:`~course_lib.zoo` (the course's trained checkpoints, loaded in seconds),
 :mod:`~course_lib.training` and :mod:`~course_lib.data` (the course's trainer
 and synthetic data) and :mod:`~course_lib.experiment` (seeds and checked

@@ -16,7 +16,7 @@ CHAPTER = {
     "swin": 11, "attention_as_convolution": 9, "hybrid": 9, "deit": 9, "masked_image": 10,
 }
 #: tools around the book, free to import any chapter's module
-UTILITIES = {"__init__", "training", "data", "interop", "experiment", "counting", "zoo"}
+UTILITIES = {"__init__", "training", "data", "interop", "experiment", "counting", "zoo", "summary"}
 
 
 def course_lib_imports(path: Path) -> set[str]:
