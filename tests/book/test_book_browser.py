@@ -109,6 +109,20 @@ IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
 HIDDEN_OUTPUT_TAGS = {"remove-output", "remove-cell", "remove_output", "remove_cell"}
 
 
+def source_findings(docname: str) -> int:
+    """How many claims the stored outputs of a notebook show as findings (course_lib.experiment.Claim.html)."""
+    src = source_of(docname)
+    if src is None or src.suffix != ".ipynb":
+        return 0
+    nb = nbformat.read(src, as_version=4)
+    return sum(
+        "".join(out.get("data", {}).get("text/html", "")).count('class="course-claim"')
+        for cell in nb.cells
+        if cell.cell_type == "code" and not HIDDEN_OUTPUT_TAGS & set(cell.metadata.get("tags", []))
+        for out in cell.get("outputs", [])
+    )
+
+
 def source_figures(docname: str) -> int:
     """How many figures the stored outputs of a notebook show (chapter notebooks keep theirs)."""
     src = source_of(docname)
@@ -254,6 +268,10 @@ PAGE_FACTS = """() => {
       alt: img.getAttribute("alt"), content: !!(article && article.contains(img)),
     })),
     theme_css: getComputedStyle(document.body).getPropertyValue("--pst-color-primary").trim(),
+    // each claim as a reader meets it: a finding whose statement and value show, its check folded
+    findings: [...document.querySelectorAll("details.course-claim")].filter(d => article && article.contains(d))
+        .map(d => ({shown: d.querySelector("summary").getBoundingClientRect().height > 0 && !d.open,
+                    value: !!d.querySelector("summary .course-claim-value")})),
   };
 }"""
 
@@ -322,6 +340,14 @@ def test_page_reads_offline(docname, reader, tmp_path):
         problems.append(f"uncaught script errors: {log['page_errors']}")
     if not facts["theme_css"]:
         problems.append("the theme's stylesheet is not applied (--pst-color-primary unset)")
+    # (f) every claim of the stored outputs is a finding on the page: statement and value shown, check folded
+    expected = source_findings(docname)
+    findings = facts["findings"]
+    if len(findings) != expected:
+        problems.append(f"{len(findings)} finding(s) on the page, the notebook's stored outputs have {expected}")
+    hidden = [i for i, f in enumerate(findings) if not (f["shown"] and f["value"])]
+    if hidden:
+        problems.append(f"findings not shown as statement and value, check folded: {hidden[:5]}")
     # (e) the teaching, not its apparatus: no harness text in sight (the set-up cells are folded)
     harness = [m for m in HARNESS_TEXT if m in shown]
     if harness:
