@@ -127,10 +127,11 @@ c.CourseLatePolicy.penalty = _deadlines.penalty
 c.CourseLatePolicy.points_per_hour = _deadlines.points_per_hour
 
 # Feedback shows each test's visible part and the diagnosis, never the hidden tests' code. It reads offline:
-# its math is MathML (grader/mathml.py) and its template (grader/templates/course-feedback, nbgrader's
-# feedback page without MathJax) fetches nothing from another host.
+# its math is MathML (grader/mathml.py), and nbgrader's "feedback" template finds the course's mathjax macro
+# (grader/templates/feedback: it loads nothing) before nbconvert's, which loads MathJax from a CDN. The
+# template's name stays nbgrader's choice: "feedback" for feedback, "formgrade" for the formgrader's
+# grading view, which reads this file too.
 c.GenerateFeedback.preprocessors = [HideHiddenTests, MathAsMathML, GetGrades, CSSHTMLHeaderPreprocessor]
-c.HTMLExporter.template_name = "course-feedback"
 c.HTMLExporter.extra_template_basedirs = [
     os.path.join(os.path.dirname(grader.__file__), "templates"),
     os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"),

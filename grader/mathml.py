@@ -6,7 +6,7 @@ scripts off) sees raw TeX, and the page fetches from another host. The
 course's feedback writes the math as MathML instead (:class:`MathAsMathML`,
 one preprocessor of ``GenerateFeedback``): every current browser draws it,
 no script and no download involved; the page's template loads no MathJax
-(``grader/templates/course-feedback``).
+(``grader/templates/feedback/mathjax.html.j2``).
 
 What is math is what Jupyter's markdown treats as math: ``$$...$$`` (display)
 and ``$...$`` (inline), outside code (fenced blocks and backtick spans), a

@@ -62,3 +62,16 @@ def test_every_math_span_of_the_assignments_converts():
                 out = markdown_with_mathml(source)
                 failed += out.count("$")
     assert spans > 200 and failed == 0, f"{failed} dollar signs of {spans} left as TeX"
+
+
+def test_the_course_keeps_nbgraders_template_names():
+    """The course's configuration adds its template folder and names no template: nbgrader's own choices stand,
+    "feedback" for feedback pages and "formgrade" for the formgrader's grading view (a template named in the
+    configuration would replace both)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    assert "template_name" not in config.HTMLExporter
+    basedirs = config.HTMLExporter.extra_template_basedirs
+    assert Path(basedirs[0]) == ROOT / "grader" / "templates" and (Path(basedirs[0]) / "feedback").is_dir()
+    assert not (Path(basedirs[0]) / "formgrade").exists(), "the formgrader's grading view keeps nbgrader's template"
