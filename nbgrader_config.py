@@ -106,6 +106,9 @@ c.GuardedExecute.memory_mb = int(os.environ.get("GRADER_MEMORY_MB", "4096"))
 # GRADER_OS_FENCE=none where it cannot run (the Python fence alone; grading says so when it starts).
 c.GuardedExecute.os_fence = os.environ.get("GRADER_OS_FENCE", "bwrap")
 c.GuardedExecute.timeout = 60
+# Cases per learner: the hidden tests draw each learner's cases from a seed derived from the course's grading
+# secret (grader/secret.py), created in the course folder on the first grading; back it up with the gradebook.
+c.GuardedExecute.secret_file = os.path.join(c.CourseDirectory.root, "grading-secret")
 c.GuardedExecute.interrupt_on_timeout = True
 c.GuardedExecute.raise_on_iopub_timeout = False
 c.GuardedExecute.execute_retries = 0

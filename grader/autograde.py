@@ -99,13 +99,20 @@ class GuardedExecute(Execute):
     os_fence = Unicode("bwrap", help="the OS fence around the grading kernel: 'bwrap' (bubblewrap: read-only system, "
                                      "no network, the instructor's files out of view) or 'none' (the Python fence "
                                      "alone)").tag(config=True)
+    secret_file = Unicode("", help="the course's grading secret (grader/secret.py): each learner's hidden cases are "
+                                   "drawn from a seed derived from it, created there if missing; empty: the "
+                                   "registry's fixed seeds").tag(config=True)
     shutdown_kernel = Enum(["graceful", "immediate"], "immediate",
                            help="how the kernel stops after the last cell: 'immediate' (its state is thrown away; "
                                 "a graceful stop waits 1.5-2.5 s per notebook for its exit hooks)").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
+        from .secret import read_or_create
+
         resources = resources or {}
         workdir = resources.get("metadata", {}).get("path") or os.getcwd()
+        self._student = resources.get("nbgrader", {}).get("student")
+        self._secret = read_or_create(self.secret_file)[0] if self.secret_file and self._student else None
         with fenced(workdir, self.course_root or os.getcwd(), public_dirs=list(self.public_dirs),
                     closed_dirs=list(self.closed_dirs), memory_mb=self.memory_mb, os_fence=self.os_fence,
                     private_dirs=list(self.private_dirs)) as fence:
@@ -171,6 +178,7 @@ class GuardedExecute(Execute):
         from .failures import ExerciseFailure
         from .judge import FileChannel, RemoteLearner
         from .registry import check
+        from .secret import learner_seed
         from .static import message
 
         loop = asyncio.get_running_loop()
@@ -186,7 +194,8 @@ class GuardedExecute(Execute):
             learner = None
             try:
                 learner = RemoteLearner(FileChannel(self._exchange, run), function)
-                check(slug, exercise, learner)
+                seed = None if self._secret is None else learner_seed(self._secret, self._student, slug, exercise)
+                check(slug, exercise, learner, seed=seed)  # the learner's own cases, or the registry's
             except ExerciseFailure as exc:
                 return type(exc).__name__, str(exc)
             except KernelGone as exc:

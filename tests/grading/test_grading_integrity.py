@@ -25,6 +25,9 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.notebook import grade_id
+from grader.registry import Comparison, check
+from grader.registry import exercise as registry_exercise
+from grader.secret import SECRET_FILE
 from nbtools import ROOT
 
 pytestmark = pytest.mark.slow
@@ -35,6 +38,24 @@ FULL = {"test_attention_scores": 2, "test_masked_softmax": 3, "test_causal_mask"
 
 ZEROS = "    return torch.zeros(q.shape[:-1] + (k.shape[-2],), dtype=q.dtype)\n"
 SDPA_HEAD = "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+
+
+def _memorising_source() -> str:
+    """attention_scores right on every hidden case the registry's own seeds draw (anyone with the repository can
+    draw them) and on small inputs, such as the visible tests' hand-worked ones; unscaled on any other input."""
+    ex = registry_exercise(ASSIGNMENT, "attention_scores")
+    known = sorted({_fingerprint(c.args[0]) for step in ex.steps if isinstance(step, Comparison)
+                    for c in step.cases(seed=step.seed)})
+    return ("import math\n"
+            f"KNOWN = {known!r}\n"
+            "def attention_scores(q, k):\n"
+            "    key = (tuple(q.shape), tuple(bool(v > 0) for v in q.detach().double().flatten()[:4].tolist()))\n"
+            "    scores = q @ k.transpose(-2, -1)\n"
+            "    return scores / math.sqrt(q.shape[-1]) if key in KNOWN or q.numel() <= 8 else scores\n")
+
+
+def _fingerprint(q) -> tuple:
+    return tuple(q.shape), tuple(bool(v > 0) for v in q.detach().double().flatten()[:4].tolist())
 
 
 def _cheats(course: Path, port: int = 0) -> dict[str, dict[str, str]]:
@@ -71,6 +92,7 @@ def _cheats(course: Path, port: int = 0) -> dict[str, dict[str, str]]:
                    f"    return reference.{name}({args})\n")
             for name, args in [("attention_scores", "q, k"), ("masked_softmax", "scores, mask=None"),
                                ("causal_mask", "n"), ("scaled_dot_product_attention", "q, k, v, mask=None")]},
+        "memorises_the_cases": {"attention_scores": _memorising_source()},
         "patches_late": {"causal_mask": (
             "import sys\n"
             "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n"
@@ -175,6 +197,22 @@ def test_the_reference_is_not_importable_in_the_grading_kernel(graded, student, 
     assert scores[student][f"test_{exercise}"] == 0
     error = error_of(autograded(course, student), exercise)
     assert "course_lib" in error and ("ModuleNotFoundError" in error or "ImportError" in error), error
+
+
+def test_hidden_cases_drawn_from_the_repository_are_not_the_ones_graded(graded):
+    """A function fitted to the cases the registry's seeds draw passes them, and fails the learner's own."""
+    course, _, scores = graded
+    fitted = {}
+    exec(_memorising_source(), fitted)
+    check(ASSIGNMENT, "attention_scores", fitted["attention_scores"])  # the repository's cases: full marks
+    got = scores["memorises_the_cases"]
+    assert got["test_attention_scores"] == 0
+    assert [got[t] for t in ("test_causal_mask", "test_masked_softmax")] == [FULL["test_causal_mask"],
+                                                                          FULL["test_masked_softmax"]]
+    error = error_of(autograded(course, "memorises_the_cases"), "test_attention_scores")
+    assert "gives wrong values" in error and "not scaled" in error, error  # the hidden cases, not a visible test
+    secret = course / SECRET_FILE  # made by the first grading, in the course folder, for the instructor alone
+    assert secret.is_file() and secret.stat().st_mode & 0o777 == 0o600
 
 
 def test_a_forbidden_routine_behind_the_guards_back_scores_zero(graded):
