@@ -18,7 +18,8 @@
 #                   HUB_AUTH=pam|shared, IDLE_MINUTES=60, HUB_PREFIX=/opt/transformers-course; tools/hub.py)
 #   make hub-users  as root: ROSTER=roster.csv (id,name,email) adds learners, INSTRUCTOR=<name> the instructor
 #   make hub-stop   stop the hub and its servers (users, work, grades and feedback stay)
-#   make stability  the reference keeps full marks over 100 random seeds of every hidden test (minutes)
+#   make stability  the reference keeps full marks over 100 grading secrets: every hidden test on the seeds a
+#                   learner would get under each (minutes)
 #   make mutants    mutation-test the assignments' hidden tests (minutes; MUTANTS_ARGS="--assignment 02-attention")
 #   make portability  nbval strict on every chapter notebook under each CPU-kernel and thread variant (minutes)
 #   make seeds      every claim of the chapter notebooks over seeds 0-4, with its smallest margin (minutes)
