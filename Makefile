@@ -10,7 +10,8 @@
 #   make check      quick checks before a commit: stale notebook outputs, exercises in sync, the book and its links
 #   make notebooks  re-execute the chapter notebooks whose stored outputs are stale (ALL=1: every one)
 #   make exercises  regenerate exercises/ from solutions/
-#   make grade      autograde every submission under submitted/ (or SUBMISSIONS=export.zip), write grades.csv
+#   make grade      autograde every submission under submitted/ (or SUBMISSIONS=export.zip), write grades.csv;
+#                   STUDENT=id[,id] ASSIGNMENT=slug[,slug]: regrade those learners (and only those assignments)
 #   make feedback   HTML feedback for every graded submission, hidden tests not shown
 #   make export-grades  the gradebook as CSV for Canvas, Moodle and nbgrader into exports/ (ROSTER=roster.csv:
 #                   id,name,email adds names and every learner on it; MISSING=zero: 0 for no submission)
@@ -29,6 +30,7 @@
 #                   minutes); make test re-runs the first 5 of each
 
 PYTHON ?= python3
+comma := ,
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -150,7 +152,9 @@ exercises: $(STAMP)
 SUBMISSIONS ?=
 JOBS ?=
 grade: system-grade $(STAMP)
-	$(BIN)/python -m tools.grade $(if $(SUBMISSIONS),--zip "$(SUBMISSIONS)") $(if $(JOBS),--jobs $(JOBS))
+	$(BIN)/python -m tools.grade $(if $(SUBMISSIONS),--zip "$(SUBMISSIONS)") $(if $(JOBS),--jobs $(JOBS)) \
+		$(foreach s,$(subst $(comma), ,$(STUDENT)),--student "$(s)") \
+		$(foreach a,$(subst $(comma), ,$(ASSIGNMENT)),--assignment "$(a)")
 
 feedback: $(STAMP)
 	$(BIN)/python -m tools.feedback

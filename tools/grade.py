@@ -1,6 +1,7 @@
 """`make grade`: autograde every submission under submitted/ and write grades.csv.
 
     python -m tools.grade [--root DIR] [--assignment ID ...] [--timeout SECONDS] [--zip FILE] [--jobs N]
+                          [--student ID ...]
 
 With ``--zip`` (``make grade SUBMISSIONS=export.zip``), a learning-management
 system's export is unpacked into ``submitted/`` first: one folder per student
@@ -418,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", type=Path, default=None, help="output file (default: ROOT/grades.csv)")
     parser.add_argument("--zip", type=Path, default=None, help="a zip export of submissions, one folder per student")
     parser.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count)")
+    parser.add_argument("--student", action="append", help="regrade only this learner, whether or not the "
+                                                            "submission changed (repeatable; make grade STUDENT=id)")
     args = parser.parse_args(argv)
     root = args.root.resolve()
 
@@ -455,6 +458,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make grade: created the course's grading secret, {root / SECRET_FILE}: each learner's hidden cases "
               "are drawn from it. Back it up with the gradebook: a regrade with another secret draws other cases.")
 
+    if args.student:  # one learner's regrade: every named learner must have something to regrade
+        have = {student for a in sources for student in find_submissions(root, a)}
+        unknown = sorted(set(args.student) - have)
+        if unknown:
+            print(f"make grade: STUDENT={','.join(unknown)} has no submission under {root / 'submitted'} for "
+                  f"{', '.join(sources)}; learners with one: {', '.join(sorted(have)) or 'none'}; nothing was graded",
+                  file=sys.stderr)
+            return 2
+
     problems: list[Problem] = []
     if args.zip is not None:
         if not args.zip.is_file():
@@ -476,10 +488,15 @@ def main(argv: list[str] | None = None) -> int:
             problems.extend(found)
             if not found:
                 todo.append(student)
-        fresh = [s for s in todo if needs_grading(root, assignment, s)]
+        if args.student:
+            fresh = [s for s in todo if s in args.student]
+            print(f"{assignment}: regrading {', '.join(fresh) or 'nobody'} ({len(fresh)} of {len(submissions)} "
+                  "submission(s))")
+        else:
+            fresh = [s for s in todo if needs_grading(root, assignment, s)]
+            print(f"{assignment}: {len(todo)} of {len(submissions)} submission(s) gradable, "
+                  f"{len(fresh)} new or changed, graded {jobs} at a time")
         grant_extensions(root, assignment, todo, deadlines)
-        print(f"{assignment}: {len(todo)} of {len(submissions)} submission(s) gradable, "
-              f"{len(fresh)} new or changed, graded {jobs} at a time")
 
         # one nbgrader process per batch (its start-up is paid once), `jobs` batches at a time
         batches = [fresh[i::jobs] for i in range(min(jobs, len(fresh)))]
@@ -509,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwrote {out} ({len(rows)} rows)")
     for (student, assignment), found_notes in sorted(notes.items()):
         print(f"  note: student '{student}', {assignment}: {'; '.join(found_notes)}")
+    # grades.csv keeps every learner's status; a regrade of some learners reports and fails on theirs alone
+    problems = [p for p in problems if not args.student or p.student in args.student]
     if problems:
         print(f"\n{len(problems)} submission(s) could not be graded:", file=sys.stderr)
         for p in problems:

@@ -55,10 +55,10 @@ EDITED_CHECK = "print('my own check')\n"
 SUBMITTED = {"alice": DUE - dt.timedelta(minutes=5), "bob": DUE + LATE, "carol": DUE + LATE, "dave": DUE + LATE}
 
 
-def run_grade(course: Path) -> subprocess.CompletedProcess:
+def run_grade(course: Path, *more: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return subprocess.run(
-        [sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", str(CELL_TIMEOUT)],
+        [sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", str(CELL_TIMEOUT), *more],
         cwd=ROOT, capture_output=True, text=True, env=env,
     )
 
@@ -241,3 +241,41 @@ def test_a_changed_policy_applies_at_the_next_run_without_grading_again(course):
     assert res.returncode == 2, res.stdout + res.stderr
     assert "points_per_hour = 0 must be a positive number" in res.stderr and "nothing was graded" in res.stderr
     assert (course / "grades.csv").read_bytes() == before
+
+
+def _graded_copy(course: Path, student: str) -> Path:
+    return course / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+
+
+def _diagnosis(course: Path, student: str, test: str) -> str:
+    nb = nbformat.read(_graded_copy(course, student), as_version=4)
+    (cell,) = [c for c in nb.cells if grade_id(c) == test]
+    return " ".join(str(o.get("evalue")) for o in cell.get("outputs", []) if o.get("output_type") == "error")
+
+
+def test_one_learners_regrade_draws_the_same_cases_and_touches_nobody_else(course):
+    """make grade STUDENT=frank: frank's submission, right on small inputs and unscaled on larger ones, is graded,
+    then graded again though unchanged: on the same cases (the same secret), so the same first failing case is
+    named; nobody else's submission is graded."""
+    course, _ = course
+    (course / "deadlines.toml").write_text(DEADLINES)  # the test above left a broken one
+    solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    submit(course, "frank", with_solution_cell(solution, "attention_scores", (
+        "import math\ndef attention_scores(q, k):\n    s = q @ k.transpose(-2, -1)\n"
+        "    return s / math.sqrt(q.shape[-1]) if q.numel() <= 8 else s\n")))
+    others = {s: _graded_copy(course, s).stat().st_mtime_ns for s in ("alice", "bob", "carol", "dave")}
+    diagnoses, scores, stamps = [], [], []
+    for _ in range(2):
+        res = run_grade(course, "--student", "frank")
+        assert res.returncode == 0 and "regrading frank (1 of" in res.stdout, res.stdout + res.stderr
+        diagnoses.append(_diagnosis(course, "frank", "test_attention_scores"))
+        scores.append(cell_scores(course, "frank"))
+        stamps.append(_graded_copy(course, "frank").stat().st_mtime_ns)
+    assert "gives wrong values" in diagnoses[0] and "not scaled" in diagnoses[0], diagnoses[0]  # a hidden case
+    assert diagnoses[1] == diagnoses[0], "the regrade drew other cases"
+    assert scores[1] == scores[0] and scores[0]["test_attention_scores"] == 0 and stamps[1] > stamps[0]
+    assert {s: _graded_copy(course, s).stat().st_mtime_ns for s in others} == others
+    # a learner without a submission: named, with those who have one, and nothing graded
+    res = run_grade(course, "--student", "zoe")
+    assert res.returncode == 2 and "STUDENT=zoe has no submission" in res.stderr and "alice" in res.stderr
+    assert _graded_copy(course, "frank").stat().st_mtime_ns == stamps[1]
