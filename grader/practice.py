@@ -9,8 +9,10 @@ every exercise of the assignment, and any cell can check one::
 
 Each exercise is run through the same steps as its hidden test
 (:func:`grader.registry.check`: values, gradients, dtypes, layouts, forbidden
-routines, the named likely mistakes), on cases drawn from a fresh seed that
-is never one of the seeds grading uses. Each exercise prints that it agrees,
+routines, the named likely mistakes), on cases drawn from a fresh seed, never
+one of the registry's seeds (the cases the repository's tests draw; under
+``make grade`` each learner's cases come from the course's secret instead,
+:mod:`grader.secret`). Each exercise prints that it agrees,
 or the grader's own message: the first disagreement (which case, shapes and
 dtypes, which entry, by how much) and the likely mistake where one matches.
 The reference's code is never shown.
@@ -71,7 +73,7 @@ def switched_off(slug: str, config: Path | None = None) -> bool:
 
 
 def grading_seeds(slug: str) -> set[int]:
-    """Every seed the hidden tests of assignment ``slug`` draw their cases from."""
+    """The registry's seeds of assignment ``slug``: what its hidden tests draw from without a course secret."""
     return {step.seed for ex in assignments()[slug].exercises for step in ex.steps if isinstance(step, Comparison)}
 
 

@@ -109,33 +109,26 @@ IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
 HIDDEN_OUTPUT_TAGS = {"remove-output", "remove-cell", "remove_output", "remove_cell"}
 
 
-def source_findings(docname: str) -> int:
-    """How many claims the stored outputs of a notebook show as findings (course_lib.experiment.Claim.html)."""
+def shown_outputs(docname: str) -> list[dict]:
+    """The stored outputs a page shows: every output of its notebook's code cells but those the book hides."""
     src = source_of(docname)
     if src is None or src.suffix != ".ipynb":
-        return 0
+        return []
     nb = nbformat.read(src, as_version=4)
-    return sum(
-        "".join(out.get("data", {}).get("text/html", "")).count('class="course-claim"')
-        for cell in nb.cells
-        if cell.cell_type == "code" and not HIDDEN_OUTPUT_TAGS & set(cell.metadata.get("tags", []))
-        for out in cell.get("outputs", [])
-    )
+    return [out for cell in nb.cells
+            if cell.cell_type == "code" and not HIDDEN_OUTPUT_TAGS & set(cell.metadata.get("tags", []))
+            for out in cell.get("outputs", [])]
+
+
+def source_findings(docname: str) -> int:
+    """How many claims the stored outputs of a notebook show as findings (course_lib.experiment.Claim.html)."""
+    return sum("".join(out.get("data", {}).get("text/html", "")).count('class="course-claim"')
+               for out in shown_outputs(docname))
 
 
 def source_figures(docname: str) -> int:
     """How many figures the stored outputs of a notebook show (chapter notebooks keep theirs)."""
-    src = source_of(docname)
-    if src is None or src.suffix != ".ipynb":
-        return 0
-    nb = nbformat.read(src, as_version=4)
-    return sum(
-        1
-        for cell in nb.cells
-        if cell.cell_type == "code" and not HIDDEN_OUTPUT_TAGS & set(cell.metadata.get("tags", []))
-        for out in cell.get("outputs", [])
-        if any(m in out.get("data", {}) for m in IMAGE_MIMES)
-    )
+    return sum(any(m in out.get("data", {}) for m in IMAGE_MIMES) for out in shown_outputs(docname))
 
 
 # Every page in _toc.yml: each chapter's index, notebooks and exercise, the root page, the back matter.
