@@ -25,6 +25,7 @@ import grader
 from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests
 from grader.late import CourseLatePolicy, DeadlineError, read_deadlines
 from grader.mathml import MathAsMathML
+from grader.secret import SECRET_FILE
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
@@ -108,7 +109,7 @@ c.GuardedExecute.os_fence = os.environ.get("GRADER_OS_FENCE", "bwrap")
 c.GuardedExecute.timeout = 60
 # Cases per learner: the hidden tests draw each learner's cases from a seed derived from the course's grading
 # secret (grader/secret.py), created in the course folder on the first grading; back it up with the gradebook.
-c.GuardedExecute.secret_file = os.path.join(c.CourseDirectory.root, "grading-secret")
+c.GuardedExecute.secret_file = os.path.join(c.CourseDirectory.root, SECRET_FILE)
 c.GuardedExecute.interrupt_on_timeout = True
 c.GuardedExecute.raise_on_iopub_timeout = False
 c.GuardedExecute.execute_retries = 0

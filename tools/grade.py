@@ -458,7 +458,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make grade: created the course's grading secret, {root / SECRET_FILE}: each learner's hidden cases "
               "are drawn from it. Back it up with the gradebook: a regrade with another secret draws other cases.")
 
-    if args.student:  # one learner's regrade: every named learner must have something to regrade
+    problems: list[Problem] = []
+    if args.zip is not None:
+        if not args.zip.is_file():
+            print(f"make grade: SUBMISSIONS={args.zip} does not exist or is not a file", file=sys.stderr)
+            return 2
+        problems += import_zip(root, args.zip.resolve(), sources)
+    if args.student:  # one learner's regrade (after a zip's import): every named learner has a submission
         have = {student for a in sources for student in find_submissions(root, a)}
         unknown = sorted(set(args.student) - have)
         if unknown:
@@ -466,13 +472,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"{', '.join(sources)}; learners with one: {', '.join(sorted(have)) or 'none'}; nothing was graded",
                   file=sys.stderr)
             return 2
-
-    problems: list[Problem] = []
-    if args.zip is not None:
-        if not args.zip.is_file():
-            print(f"make grade: SUBMISSIONS={args.zip} does not exist or is not a file", file=sys.stderr)
-            return 2
-        problems += import_zip(root, args.zip.resolve(), sources)
 
     graded: list[str] = []
     notes: dict[tuple[str, str], list[str]] = {}
