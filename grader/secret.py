@@ -2,14 +2,18 @@
 
 The registry's seeds (``grader/assignments/``) are in every learner's copy of
 the repository, so anyone could draw the hidden cases at home and fit a
-function to them. Under grading the seed comes instead from the course's
-**grading secret**, 32 random bytes that ``make grade`` creates on its first
-run in the course folder (``grading-secret``, beside the SQLite gradebook,
-git-ignored, mode 0600, closed to the grading kernel like the rest of the
-course folder), and from the learner's id, the assignment and the exercise
+function to them. With ``GRADING_SECRET_FILE`` set (say, to ``grading-secret``
+in the course folder: git-ignored, closed to the grading kernel like the rest
+of the course folder), the seed comes instead from that **grading secret**,
+32 random bytes ``make grade`` creates there on its first run (mode 0600),
+and from the learner's id, the assignment and the exercise
 (:func:`learner_seed`, an HMAC-SHA256). So every learner gets cases of their
 own, the same ones at every regrade while the secret is kept, and nobody
 without the secret can draw them.
+
+It is off by default (``nbgrader_config.py`` says why): the hidden tests'
+cases were tuned on the registry's seeds, and on other seeds a few catalogued
+mistakes lose their named diagnosis and one right implementation its marks.
 
 Back the secret up with the gradebook: with another secret, a regrade draws
 other cases (a right function keeps full marks on any cases; a function that
@@ -24,7 +28,7 @@ import os
 import re
 import secrets
 
-#: the secret's file, in the course folder (nbgrader_config.py's GuardedExecute.secret_file)
+#: the secret's file's usual name, in the course folder (git-ignored)
 SECRET_FILE = "grading-secret"
 _FORMAT = re.compile(r"^[0-9a-f]{64}$")
 

@@ -25,8 +25,9 @@ For each assignment that has submissions (``submitted/<student>/<assignment>/``)
    :mod:`grader.autograde`. A cell that runs past the per-cell
    timeout is interrupted and scores zero; a cell that kills the kernel scores
    zero and grading goes on; a deleted test cell scores zero and is named.
-   Each learner's hidden cases are their own, drawn from the course's grading
-   secret (:mod:`grader.secret`; the first run creates it and says so);
+   With ``GRADING_SECRET_FILE`` set, each learner's hidden cases are their own,
+   drawn from that grading secret (:mod:`grader.secret`; the first run creates
+   it and says so); without it, the registry's seeds;
 4. ``grades.csv`` lists every student and assignment with the score from
    the gradebook, a status and a message column, and a table of every
    student's points per exercise is printed.
@@ -55,7 +56,7 @@ from pathlib import Path, PurePosixPath
 import nbformat
 
 from grader.late import DeadlineError, Deadlines, read_deadlines
-from grader.secret import SECRET_FILE, GradingSecretError, read_or_create
+from grader.secret import GradingSecretError, read_or_create
 from tools.gradebook import gradebook_url, score_after_penalty
 
 #: grades.csv: the score after any late penalty, the penalty, and the hours past the learner's due date
@@ -449,14 +450,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make grade: --jobs must be a positive number of submissions, got {jobs}", file=sys.stderr)
         return 2
 
-    try:  # made once here, before the graders start: each learner's hidden cases are drawn from it
-        _, created = read_or_create(str(root / SECRET_FILE))
-    except (GradingSecretError, OSError) as exc:
-        print(f"make grade: {exc}; nothing was graded", file=sys.stderr)
-        return 2
-    if created:
-        print(f"make grade: created the course's grading secret, {root / SECRET_FILE}: each learner's hidden cases "
-              "are drawn from it. Back it up with the gradebook: a regrade with another secret draws other cases.")
+    secret_file = os.environ.get("GRADING_SECRET_FILE", "").strip()
+    if secret_file:  # cases per learner: made once here, before the graders start, and read by each of them
+        try:
+            _, created = read_or_create(secret_file)
+        except (GradingSecretError, OSError) as exc:
+            print(f"make grade: {exc}; nothing was graded", file=sys.stderr)
+            return 2
+        if created:
+            print(f"make grade: created the grading secret {secret_file}: each learner's hidden cases are drawn "
+                  "from it. Back it up with the gradebook: a regrade with another secret draws other cases.")
 
     problems: list[Problem] = []
     if args.zip is not None:

@@ -255,8 +255,9 @@ def _diagnosis(course: Path, student: str, test: str) -> str:
 
 def test_one_learners_regrade_draws_the_same_cases_and_touches_nobody_else(course):
     """make grade STUDENT=frank: frank's submission, right on small inputs and unscaled on larger ones, is graded,
-    then graded again though unchanged: on the same cases (the same secret), so the same first failing case is
-    named; nobody else's submission is graded."""
+    then graded again though unchanged: on the same cases, so the same first failing case is named; nobody
+    else's submission is graded. (This course grades on the registry's seeds; with a grading secret the same
+    holds while the secret is kept: test_secret.py.)"""
     course, _ = course
     (course / "deadlines.toml").write_text(DEADLINES)  # the test above left a broken one
     solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
