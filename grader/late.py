@@ -17,9 +17,10 @@ The instructor writes one file in the course folder (``deadlines.toml``, or the 
 
 ``make grade`` writes each due date into the gradebook and each extension as nbgrader's (the learner's
 due date minus the assignment's); nbgrader's autograde compares the submission's time (``timestamp.txt``,
-written by nbgrader's collect) with them, and :class:`CourseLatePolicy`, nbgrader's late-submission plugin,
-turns the time late into the penalty. A file that breaks a rule is refused as a whole, with the value and
-the rule named: a half-read policy would grade some learners by another rule than the rest.
+written by nbgrader's collect and by a zip's import) with them, and :class:`CourseLatePolicy`, nbgrader's
+late-submission plugin, turns the time late into the penalty. A file that breaks a rule is refused as a
+whole, with the value and the rule named: a half-read policy would grade some learners by another rule than
+the rest.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class Deadlines:
     extensions: dict[str, dict[str, dt.datetime]] = field(default_factory=dict)
     penalty: str = "none"
     points_per_hour: float = 0.0
+    #: the zone of the times written without one (the dates here, a zip export's file times)
+    timezone: str = "UTC"
 
     def extension(self, assignment: str, student: str) -> dt.timedelta | None:
         """How much later than the assignment's due date this learner may submit (None: no extension)."""
@@ -144,7 +147,7 @@ def read_deadlines(path: Path, assignments: list[str] | None = None) -> Deadline
                 raise DeadlineError(f"{path}: [extensions.{assignment}] {student} = {value} is not after the "
                                     f"assignment's due date: an extension gives more time")
             extensions.setdefault(assignment, {})[student] = own
-    return Deadlines(due, extensions, penalty, float(points) if penalty == "per-hour" else 0.0)
+    return Deadlines(due, extensions, penalty, float(points) if penalty == "per-hour" else 0.0, zone_name)
 
 
 class CourseLatePolicy(LateSubmissionPlugin):

@@ -1,4 +1,4 @@
-"""`make feedback`: nbgrader's HTML feedback for every autograded submission.
+"""`make feedback`: nbgrader's HTML feedback for every autograded submission, ready to deliver.
 
     python -m tools.feedback [--root DIR] [--assignment ID ...]
 
@@ -6,16 +6,66 @@ The feedback shows each test's visible part and its result; the hidden tests'
 code is removed and an error is cut to its last line, the diagnosis (see
 ``HideHiddenTests`` in :mod:`grader.autograde`, wired in
 ``nbgrader_config.py``). Files land in ``feedback/<student>/<assignment>/``.
+
+Two ways out, whichever way the work came in:
+
+- **the exchange** (the class hub): ``nbgrader release_feedback <assignment>``
+  puts each page where its learner's Assignments tab fetches it. It names a
+  page by the submission's secret and reads its time, which nbgrader's collect
+  writes and a zip's import writes too (:func:`tools.grade.write_submission_record`);
+  for a submission that came any other way (copied into ``submitted/`` by hand),
+  this step writes them, so one such learner never stops the class's release;
+- **a learning-management system**: ``exports/feedback-<assignment>.zip`` holds
+  ``<student>/<notebook>.html``, one folder per learner, the layout
+  ``make grade SUBMISSIONS=`` takes in, to upload as the LMS's feedback files.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import secrets
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
-from tools.grade import _env, nbgrader_command
+from tools.grade import SUBMISSION_SECRET, TIMESTAMP, _env, nbgrader_command
+
+
+def complete_release_record(root: Path, student: str, assignment: str) -> bool:
+    """Give a submission's feedback folder the secret and time release_feedback reads; True if any was missing.
+
+    The secret is kept in ``submitted/`` too, so a later regrade's feedback keeps the same name; the time
+    (the submitted notebooks' newest file time) only labels the feedback, the late policy never reads it.
+    """
+    folder = root / "feedback" / student / assignment
+    sent = root / "submitted" / student / assignment
+    added = False
+    if not (folder / SUBMISSION_SECRET).exists():
+        if not (sent / SUBMISSION_SECRET).exists():
+            (sent / SUBMISSION_SECRET).write_text(secrets.token_hex(64))
+        (folder / SUBMISSION_SECRET).write_text((sent / SUBMISSION_SECRET).read_text())
+        added = True
+    if not (folder / TIMESTAMP).exists():
+        newest = max((p.stat().st_mtime for p in sent.glob("*.ipynb")), default=0.0)
+        when = dt.datetime.fromtimestamp(newest, dt.timezone.utc)
+        (folder / TIMESTAMP).write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC")
+        added = True
+    return added
+
+
+def write_lms_zip(root: Path, assignment: str) -> tuple[Path, int]:
+    """exports/feedback-<assignment>.zip: <student>/<notebook>.html for every learner with feedback."""
+    out = root / "exports" / f"feedback-{assignment}.zip"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pages = sorted((root / "feedback").glob(f"*/{assignment}/*.html"))
+    scratch = out.with_name(out.name + ".part")
+    with zipfile.ZipFile(scratch, "w", zipfile.ZIP_DEFLATED) as zf:
+        for page in pages:
+            zf.write(page, f"{page.parent.parent.name}/{page.name}")
+    scratch.replace(out)  # a half-written zip never stands where the LMS upload is taken from
+    return out, len(pages)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,9 +92,15 @@ def main(argv: list[str] | None = None) -> int:
         if res.returncode != 0:
             print(f"make feedback: {assignment} failed:\n{res.stdout}{res.stderr}", file=sys.stderr)
             status = 1
-        else:
-            n = len(list((root / "feedback").glob(f"*/{assignment}/*.html")))
-            print(f"{assignment}: feedback for {n} notebook(s) in {root / 'feedback'}/<student>/{assignment}/")
+            continue
+        learners = sorted(p.parent.name for p in (root / "feedback").glob(f"*/{assignment}") if p.is_dir())
+        completed = [s for s in learners if complete_release_record(root, s, assignment)]
+        lms, n = write_lms_zip(root, assignment)
+        print(f"{assignment}: feedback for {n} notebook(s) in {root / 'feedback'}/<student>/{assignment}/; "
+              f"for an LMS: {lms.relative_to(root)}")
+        if completed:
+            print(f"  {len(completed)} submission(s) had no secret or time from the exchange or a zip "
+                  f"({', '.join(completed)}): written, so release_feedback can release them")
     return status
 
 

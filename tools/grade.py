@@ -9,7 +9,8 @@ system's export is unpacked into ``submitted/`` first: one folder per student
 under any common top folder). Each notebook goes to the assignment whose
 notebook has its name; a file that matches none, a broken notebook or an
 unsafe path is named and left out, and an earlier good submission is never
-overwritten by a broken one.
+overwritten by a broken one. Each imported submission gets the ``timestamp.txt``
+and ``submission_secret.txt`` nbgrader's collect writes (:func:`import_zip`).
 
 For each assignment that has submissions (``submitted/<student>/<assignment>/``):
 
@@ -40,11 +41,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import datetime as dt
 import functools
 import json
 import math
 import os
 import re
+import secrets
+import struct
 import subprocess
 import sys
 import tempfile
@@ -52,6 +56,7 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from zoneinfo import ZoneInfo
 
 import nbformat
 
@@ -170,14 +175,60 @@ def check_submission(root: Path, student: str, assignment: str, notebooks: list[
     return problems
 
 
-def import_zip(root: Path, archive: Path, assignments: list[str]) -> list[Problem]:
-    """Unpack an LMS export into submitted/<student>/<assignment>/; returns what was left out."""
+#: the name of a submission's time beside its notebooks, as nbgrader's collect writes it
+TIMESTAMP = "timestamp.txt"
+#: the key nbgrader's release_feedback and fetch_feedback name a submission's feedback page by
+SUBMISSION_SECRET = "submission_secret.txt"
+
+
+def entry_time(info: zipfile.ZipInfo, zone: str = "UTC") -> dt.datetime:
+    """When a zip entry's file was last written, in UTC, naive (as nbgrader stores times).
+
+    The zip's own field has no zone: it is read in ``zone`` (deadlines.toml's ``timezone``). Where the zip
+    also holds Info-ZIP's extended timestamp (extra field 0x5455, a Unix time), that exact time is used.
+    """
+    extra = info.extra
+    while len(extra) >= 4:
+        kind, size = struct.unpack("<HH", extra[:4])
+        body = extra[4:4 + size]
+        if kind == 0x5455 and size >= 5 and body[0] & 1:
+            (seconds,) = struct.unpack("<i", body[1:5])
+            return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).replace(tzinfo=None)
+        extra = extra[4 + size:]
+    local = dt.datetime(*info.date_time, tzinfo=ZoneInfo(zone))
+    return local.astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+
+def write_submission_record(folder: Path, when: dt.datetime) -> None:
+    """What nbgrader's collect leaves beside an exchange submission, for one that came another way.
+
+    ``timestamp.txt`` (UTC) dates it for the late policy; ``submission_secret.txt`` is the random key
+    release_feedback names its feedback page by, so releasing feedback to a class never stops at a
+    learner whose work came in a zip. An existing secret is kept.
+    """
+    (folder / TIMESTAMP).write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC")
+    secret = folder / SUBMISSION_SECRET
+    if not secret.exists():
+        secret.write_text(secrets.token_hex(64))
+
+
+def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "UTC") -> list[Problem]:
+    """Unpack an LMS export into submitted/<student>/<assignment>/; returns what was left out.
+
+    Each submission gets the time of its newest notebook in the zip (see :func:`entry_time`) or, where
+    the student's folder holds one, nbgrader's own ``timestamp.txt``; an unchanged submission keeps its
+    time. A time that cannot be read is named and the file's own time used.
+    """
+    from nbgrader.utils import parse_utc
+
     owner = {name: a for a in assignments for name in expected_notebooks(root, a)}
     problems: list[Problem] = []
     try:
         zf = zipfile.ZipFile(archive)
     except (OSError, zipfile.BadZipFile) as exc:
         raise SystemExit(f"make grade: SUBMISSIONS={archive} is not a readable zip file ({exc})") from None
+    written: dict[tuple[str, str], dt.datetime] = {}  # (student, assignment) -> the newest notebook's time
+    stamps: dict[tuple[str, str | None], tuple[str, dt.datetime]] = {}  # timestamp.txt entries
     with zf:
         entries = [i for i in zf.infolist() if not i.is_dir() and "__MACOSX" not in i.filename
                    and not PurePosixPath(i.filename).name.startswith(".")]
@@ -192,6 +243,15 @@ def import_zip(root: Path, archive: Path, assignments: list[str]) -> list[Proble
                 problems.append(Problem("?", "?", Path(info.filename), "not inside a student's folder: left out"))
                 continue
             student, name = p[0], p[-1]
+            if name == TIMESTAMP and (len(p) == 2 or (len(p) == 3 and p[1] in assignments)):
+                text = zf.read(info).decode("utf-8", "replace").strip()
+                try:
+                    stamps[(student, p[1] if len(p) == 3 else None)] = (info.filename, parse_utc(text))
+                except (ValueError, OverflowError):
+                    problems.append(Problem(student, p[1] if len(p) == 3 else "?", Path(info.filename),
+                                            f"timestamp {text[:40]!r} is not a date and time such as "
+                                            "'2026-12-04 23:59:00 UTC': the file's time in the zip is used"))
+                continue
             assignment = owner.get(name)
             if assignment is None or (len(p) > 2 and p[-2] in assignments and p[-2] != assignment):
                 problems.append(Problem(student, p[-2] if len(p) > 2 else "?", Path(info.filename),
@@ -213,8 +273,15 @@ def import_zip(root: Path, archive: Path, assignments: list[str]) -> list[Proble
                 problems.append(Problem(student, assignment, Path(info.filename), why + kept))
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.exists() or target.read_bytes() != data:
-                target.write_bytes(data)
+            when = entry_time(info, zone)
+            if not target.exists() or target.read_bytes() != data or not (target.parent / TIMESTAMP).exists():
+                if not target.exists() or target.read_bytes() != data:
+                    target.write_bytes(data)
+                key = (student, assignment)
+                written[key] = max(when, written.get(key, when))
+    for (student, assignment), when in written.items():
+        given = stamps.get((student, assignment)) or stamps.get((student, None))
+        write_submission_record(root / "submitted" / student / assignment, given[1] if given else when)
     return problems
 
 
@@ -466,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.zip.is_file():
             print(f"make grade: SUBMISSIONS={args.zip} does not exist or is not a file", file=sys.stderr)
             return 2
-        problems += import_zip(root, args.zip.resolve(), sources)
+        problems += import_zip(root, args.zip.resolve(), sources, deadlines.timezone)
     if args.student:  # one learner's regrade (after a zip's import): every named learner has a submission
         have = {student for a in sources for student in find_submissions(root, a)}
         unknown = sorted(set(args.student) - have)

@@ -280,3 +280,52 @@ def test_one_learners_regrade_draws_the_same_cases_and_touches_nobody_else(cours
     res = run_grade(course, "--student", "zoe")
     assert res.returncode == 2 and "STUDENT=zoe has no submission" in res.stderr and "alice" in res.stderr
     assert _graded_copy(course, "frank").stat().st_mtime_ns == stamps[1]
+
+
+def test_feedback_is_released_for_a_class_whose_work_came_by_zip_and_by_hand(course, tmp_path):
+    """gina's work comes in an LMS zip, dated 2 h 30 min after the due date by the zip: the import writes her
+    timestamp.txt and submission secret, so the late policy takes 3 points, and `make feedback` then
+    `nbgrader release_feedback` release every learner's page to the exchange under the name each learner's
+    fetch_feedback looks for, the learners copied in by hand included (their secret is written then);
+    exports/feedback-02-attention.zip holds one folder per learner for the LMS."""
+    import zipfile
+
+    from nbgrader.utils import notebook_hash
+
+    course, _ = course
+    (course / "deadlines.toml").write_text(DEADLINES)  # the test above left a broken one
+    solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    archive = tmp_path / "canvas.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr(zipfile.ZipInfo(f"export/gina/{NOTEBOOK}.ipynb", date_time=(DUE + LATE).timetuple()[:6]),
+                    solution.read_bytes())
+    res = run_grade(course, "--zip", str(archive), "--student", "gina")
+    assert res.returncode == 0, res.stdout + res.stderr
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_submission(ASSIGNMENT, "gina").late_submission_penalty == 3
+    assert csv_rows(course)["gina"]["status"] == "graded, late by 2 h 30 min"
+
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    res = subprocess.run([sys.executable, "-m", "tools.feedback", "--root", str(course)], cwd=ROOT, env=env,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    learners = sorted(p.parent.name for p in course.glob(f"feedback/*/{ASSIGNMENT}"))
+    assert {"alice", "bob", "carol", "dave", "frank", "gina"} <= set(learners), learners
+    by_hand = res.stdout.split("no secret or time from the exchange or a zip (")[1].split(")")[0].split(", ")
+    assert "gina" not in by_hand and "alice" in by_hand, res.stdout
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    res = subprocess.run([str(Path(sys.executable).with_name("nbgrader")), "release_feedback", ASSIGNMENT,
+                          f"--Exchange.root={exchange}", "--CourseDirectory.course_id=course101",
+                          f"--CourseDirectory.root={course}"], cwd=course, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for student in learners:
+        secret = (course / "feedback" / student / ASSIGNMENT / "submission_secret.txt").read_text()
+        assert secret == (course / "submitted" / student / ASSIGNMENT / "submission_secret.txt").read_text()
+        released = exchange / "course101" / "feedback" / f"{notebook_hash(secret=secret, notebook_id=NOTEBOOK)}.html"
+        page = course / "feedback" / student / ASSIGNMENT / f"{NOTEBOOK}.html"
+        assert released.read_bytes() == page.read_bytes(), student
+    with zipfile.ZipFile(course / "exports" / f"feedback-{ASSIGNMENT}.zip") as zf:
+        assert sorted(zf.namelist()) == [f"{s}/{NOTEBOOK}.html" for s in learners]
+        assert zf.read(f"gina/{NOTEBOOK}.html") == (course / "feedback" / "gina" / ASSIGNMENT / f"{NOTEBOOK}.html"
+                                                   ).read_bytes()
