@@ -11,8 +11,14 @@
 #   make notebooks  re-execute the chapter notebooks whose stored outputs are stale (ALL=1: every one)
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade      autograde every submission under submitted/ (or SUBMISSIONS=export.zip), write grades.csv;
-#                   STUDENT=id[,id] ASSIGNMENT=slug[,slug]: regrade those learners (and only those assignments)
+#                   STUDENT=id[,id] ASSIGNMENT=slug[,slug]: regrade those learners (and only those assignments);
+#                   SCHEDULER=tcp://HOST:8786: on a Dask cluster, recorded here (tools/cluster.py)
+#   make grade-scheduler  Dask's scheduler for that cluster (SCHEDULER_HOST=127.0.0.1, SCHEDULER_PORT=8786)
+#   make grade-worker  SCHEDULER=tcp://HOST:8786: a grading worker for this clone (WORKER_NAME=<name>)
 #   make feedback   HTML feedback for every graded submission, hidden tests not shown
+#   make similarity the pairs of learners (and learner and reference) whose exercise code is too alike, ranked,
+#                   side by side, into similarity/<assignment>.html; never changes a grade (ASSIGNMENT=slug[,slug];
+#                   THRESHOLD=0.6; SIMILARITY_OUT=<folder>)
 #   make export-grades  the gradebook as CSV for Canvas, Moodle and nbgrader into exports/ (ROSTER=roster.csv:
 #                   id,name,email adds names and every learner on it; MISSING=zero: 0 for no submission)
 #   make hub        as root: set up and start the course's JupyterHub for a class on this machine (HUB_PORT=8000,
@@ -51,7 +57,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade feedback constraints clean help mutants stability zoo zoo-check export-grades hub hub-users hub-stop
+.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade grade-scheduler grade-worker feedback similarity constraints clean help mutants stability zoo zoo-check export-grades hub hub-users hub-stop
 
 all: help
 
@@ -117,6 +123,7 @@ portability: $(STAMP)
 	$(BIN)/python -m tools.portability matrix
 
 SEEDS ?= 0-4
+
 seeds: $(STAMP)
 	$(BIN)/python -m tools.portability seeds --seeds $(SEEDS)
 
@@ -153,11 +160,27 @@ SUBMISSIONS ?=
 JOBS ?=
 grade: system-grade $(STAMP)
 	$(BIN)/python -m tools.grade $(if $(SUBMISSIONS),--zip "$(SUBMISSIONS)") $(if $(JOBS),--jobs $(JOBS)) \
+		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") \
 		$(foreach s,$(subst $(comma), ,$(STUDENT)),--student "$(s)") \
 		$(foreach a,$(subst $(comma), ,$(ASSIGNMENT)),--assignment "$(a)")
 
+# A Dask cluster for grading (tools/cluster.py): its scheduler, and a worker per machine, each in a clone of one commit
+SCHEDULER_HOST ?= 127.0.0.1
+SCHEDULER_PORT ?= 8786
+grade-scheduler: $(STAMP)
+	$(BIN)/python -m tools.cluster scheduler --host $(SCHEDULER_HOST) --port $(SCHEDULER_PORT)
+
+grade-worker: system-grade $(STAMP)
+	@test -n "$(SCHEDULER)" || { echo "make grade-worker: give the scheduler, SCHEDULER=tcp://HOST:8786"; exit 2; }
+	$(BIN)/python -m tools.cluster worker "$(SCHEDULER)" $(if $(WORKER_NAME),--name "$(WORKER_NAME)")
+
 feedback: $(STAMP)
 	$(BIN)/python -m tools.feedback
+
+similarity: $(STAMP)
+	$(BIN)/python -m tools.similarity $(if $(THRESHOLD),--threshold $(THRESHOLD)) \
+		$(if $(SIMILARITY_OUT),--out "$(SIMILARITY_OUT)") \
+		$(foreach a,$(subst $(comma), ,$(ASSIGNMENT)),--assignment "$(a)")
 
 HUB_PORT ?= 8000
 HUB_AUTH ?= pam

@@ -57,7 +57,8 @@ SPREAD = {
 #: the units that take longest (minutes of CPU each, by `make test`'s slowest tests), handed out first in
 #: this order; an entry matches the units (test ids, or module and notebook paths) that start with it
 LONGEST_FIRST = (
-    "tests/hub/", "tests/grading/test_grading_integrity.py", "chapters/09-vision-transformer/inside-a-vit.ipynb",
+    "tests/hub/", "tests/grading/test_grading_integrity.py", "tests/grading/test_cluster.py",
+    "chapters/09-vision-transformer/inside-a-vit.ipynb",
     "tests/grading/test_gradebook_postgres.py", "tests/grading/test_nbgrader_roundtrip.py",
     "tests/grading/test_judge.py", "chapters/09-vision-transformer/data-and-inductive-bias.ipynb",
     "chapters/10-dinov2/frozen-features.ipynb", "tests/reference/test_zoo.py::test_the_first_updates",

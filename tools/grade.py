@@ -1,7 +1,7 @@
 """`make grade`: autograde every submission under submitted/ and write grades.csv.
 
     python -m tools.grade [--root DIR] [--assignment ID ...] [--timeout SECONDS] [--zip FILE] [--jobs N]
-                          [--student ID ...]
+                          [--student ID ...] [--scheduler tcp://HOST:8786]
 
 With ``--zip`` (``make grade SUBMISSIONS=export.zip``), a learning-management
 system's export is unpacked into ``submitted/`` first: one folder per student
@@ -23,7 +23,8 @@ For each assignment that has submissions (``submitted/<student>/<assignment>/``)
    the file stays where it is and any earlier grade stays in the gradebook;
 3. all other students are autograded, ``--jobs`` at a time, each by its own
    ``nbgrader autograde`` in the fenced kernel of
-   :mod:`grader.autograde`. A cell that runs past the per-cell
+   :mod:`grader.autograde` (:class:`LocalGrading`), or with ``--scheduler``
+   each as a task on a Dask cluster, recorded here (:mod:`tools.cluster`). A cell that runs past the per-cell
    timeout is interrupted and scores zero; a cell that kills the kernel scores
    zero and grading goes on; a deleted test cell scores zero and is named.
    With ``GRADING_SECRET_FILE`` set, each learner's hidden cases are their own,
@@ -103,8 +104,8 @@ def kernel_threads(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, jobs))
 
 
-def _env(threads: int | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+def _env(threads: int | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")  # nbgrader calls alembic and jupyter by name
     if threads is not None:
@@ -285,8 +286,11 @@ def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "U
     return problems
 
 
-def sync_gradebook(root: Path, assignment: str, deadlines: Deadlines) -> None:
-    """Record the assignment's notebooks, cells and points in the gradebook, and its due date (or none)."""
+def sync_gradebook(root: Path, assignment: str, deadlines: Deadlines, env: dict[str, str] | None = None) -> None:
+    """Record the assignment's notebooks, cells and points in the gradebook, and its due date (or none).
+
+    ``env``: nbgrader's environment (default: this process's); a cluster worker's leaves out the client's.
+    """
     from nbgrader.api import Gradebook
 
     with tempfile.TemporaryDirectory(prefix="release-") as scratch:
@@ -294,7 +298,7 @@ def sync_gradebook(root: Path, assignment: str, deadlines: Deadlines) -> None:
             "generate_assignment", assignment, "--force", "--log-level=ERROR",
             f"--CourseDirectory.release_directory={scratch}", root=root,
         )
-        res = subprocess.run(cmd, cwd=root, env=_env(), capture_output=True, text=True)
+        res = subprocess.run(cmd, cwd=root, env=_env(base=env), capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{res.stdout}{res.stderr}")
     with Gradebook(gradebook_url(root)) as gb:
@@ -321,9 +325,11 @@ def grant_extensions(root: Path, assignment: str, students: list[str], deadlines
 
 
 def autograde(root: Path, assignment: str, students: list[str], everyone: list[str],
-              timeout: int | None, threads: int | None = None) -> subprocess.CompletedProcess:
+              timeout: int | None, threads: int | None = None,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Autograde some students' submissions in one nbgrader run (``--force``: a resubmission replaces the
-    earlier autograded copy); the rest of the class is excluded from this run."""
+    earlier autograded copy); the rest of the class is excluded from this run. ``env``: as for
+    :func:`sync_gradebook`."""
     args = ["autograde", assignment, "--force", "--log-level=INFO"]
     others = sorted(set(everyone) - set(students))
     if others:
@@ -331,10 +337,44 @@ def autograde(root: Path, assignment: str, students: list[str], everyone: list[s
     cmd = nbgrader_command(*args, root=root, timeout=timeout)
     if timeout is not None:
         cmd.append(f"--GuardedExecute.timeout={timeout}")
-    res = subprocess.run(cmd, cwd=root, env=_env(threads), capture_output=True, text=True)
+    environ = _env(threads, base=env)
+    res = subprocess.run(cmd, cwd=root, env=environ, capture_output=True, text=True)
     if res.returncode != 0 and "database is locked" in res.stdout + res.stderr:  # SQLite and a parallel grader
-        res = subprocess.run(cmd, cwd=root, env=_env(threads), capture_output=True, text=True)
+        res = subprocess.run(cmd, cwd=root, env=environ, capture_output=True, text=True)
     return res
+
+
+@dataclass
+class LocalGrading:
+    """Grading on this machine: ``jobs`` nbgrader processes at once, each grading a batch of learners (its
+    start-up paid once). :class:`tools.cluster.ClusterGrading` is the same interface on a Dask cluster."""
+
+    root: Path
+    jobs: int
+    timeout: int | None = None
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return f"graded {self.jobs} at a time"
+
+    def grade(self, assignment: str, students: list[str], everyone: list[str]) -> list[tuple[str, str]]:
+        """Autograde ``students`` (the rest of ``everyone`` excluded); returns (learner, why) for what failed."""
+        batches = [students[i::self.jobs] for i in range(min(self.jobs, len(students)))]
+        grade_batch = functools.partial(autograde, self.root, assignment, everyone=everyone, timeout=self.timeout,
+                                        threads=kernel_threads(len(batches)))
+        failed = []
+        with ThreadPoolExecutor(max_workers=max(1, len(batches))) as pool:
+            for batch, res in zip(batches, pool.map(grade_batch, batches)):
+                failed += [(s, "nbgrader could not grade it (see its log above)")
+                           for s in failed_students(res, assignment, batch)]
+                if res.returncode != 0:
+                    print(res.stdout + res.stderr, file=sys.stderr)
+        return failed
 
 
 def apply_late_policy(root: Path, assignment: str, students: list[str], deadlines: Deadlines) -> None:
@@ -487,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", type=Path, default=None, help="output file (default: ROOT/grades.csv)")
     parser.add_argument("--zip", type=Path, default=None, help="a zip export of submissions, one folder per student")
     parser.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count)")
+    parser.add_argument("--scheduler", default=None, help="grade on this Dask cluster, tcp://HOST:8786 "
+                                                             "(make grade SCHEDULER=...; tools/cluster.py)")
     parser.add_argument("--student", action="append", help="regrade only this learner, whether or not the "
                                                             "submission changed (repeatable; make grade STUDENT=id)")
     args = parser.parse_args(argv)
@@ -543,6 +585,27 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
 
+    if args.scheduler:
+        from tools.cluster import ClusterGrading, ClusterUnavailable
+
+        secret = Path(secret_file).read_bytes() if secret_file else None
+        grading = ClusterGrading(root, args.scheduler, args.timeout, secret)
+        try:
+            grading.open()
+        except ClusterUnavailable as exc:
+            print(f"make grade: {exc}", file=sys.stderr)
+            return 2
+    else:
+        grading = LocalGrading(root, jobs, args.timeout)
+    try:
+        return grade_class(root, args, sources, deadlines, grading, problems)
+    finally:
+        grading.close()
+
+
+def grade_class(root: Path, args: argparse.Namespace, sources: list[str], deadlines: Deadlines,
+                grading: LocalGrading, problems: list[Problem]) -> int:
+    """Grade every assignment's new or changed submissions with ``grading``, then write grades.csv."""
     graded: list[str] = []
     notes: dict[tuple[str, str], list[str]] = {}
     for assignment in sources:
@@ -564,21 +627,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             fresh = [s for s in todo if needs_grading(root, assignment, s)]
             print(f"{assignment}: {len(todo)} of {len(submissions)} submission(s) gradable, "
-                  f"{len(fresh)} new or changed, graded {jobs} at a time")
+                  f"{len(fresh)} new or changed, {grading.describe()}")
         grant_extensions(root, assignment, todo, deadlines)
 
-        # one nbgrader process per batch (its start-up is paid once), `jobs` batches at a time
-        batches = [fresh[i::jobs] for i in range(min(jobs, len(fresh)))]
-
-        grade_batch = functools.partial(autograde, root, assignment, everyone=list(submissions),
-                                        timeout=args.timeout, threads=kernel_threads(len(batches)))
-        with ThreadPoolExecutor(max_workers=max(1, len(batches))) as pool:
-            for batch, res in zip(batches, pool.map(grade_batch, batches)):
-                for student in failed_students(res, assignment, batch):
-                    problems.append(Problem(student, assignment, Path("submitted") / student / assignment,
-                                            "nbgrader could not grade it (see its log above)"))
-                if res.returncode != 0:
-                    print(res.stdout + res.stderr, file=sys.stderr)
+        for student, why in grading.grade(assignment, fresh, list(submissions)):
+            problems.append(Problem(student, assignment, Path("submitted") / student / assignment, why))
         apply_late_policy(root, assignment, todo, deadlines)
         for student in todo:
             found_notes = notes_on(root, assignment, student)

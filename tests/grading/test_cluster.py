@@ -1,0 +1,199 @@
+"""Grading a class on a real Dask cluster on loopback: a scheduler and two workers of this clone, one worker of
+another commit, and a worker killed with SIGKILL while it grades.
+
+The class (02-attention, 12 learners): right, wrong (catalogued mistakes), untouched, one whose submission
+kills its kernel, one broken notebook. The same class is graded locally (``make grade``) and on the cluster
+(``make grade SCHEDULER=...``); grades.csv must be the same file, every gradable submission is recorded
+exactly once, and the worker of another commit is refused by name with both course hashes and grades nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import runpy
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from grader.notebook import grade_id
+from nbtools import ROOT
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT = "02-attention"
+NOTEBOOK = "attention"
+TIMEOUT = "30"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(**more: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GRADEBOOK_URL", "DEADLINES", "GRADING_SECRET_FILE")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["OMP_NUM_THREADS"] = "1"  # two workers on a machine of two cores
+    return env | more
+
+
+def _with_cell(solution: Path, exercise: str, source: str):
+    nb = nbformat.read(solution, as_version=4)
+    (cell,) = [c for c in nb.cells if grade_id(c) == exercise]
+    cell.source = source
+    return nb
+
+
+def _make_class(course: Path) -> None:
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    release = ROOT / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    wrong = runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{ASSIGNMENT}.py"))["WRONG"]
+    firsts = {}
+    for entry in wrong:
+        firsts.setdefault(entry["exercise"], entry)
+    learners = {
+        "alice": nbformat.read(solution, as_version=4), "bruno": nbformat.read(solution, as_version=4),
+        "chen": nbformat.read(solution, as_version=4), "lena": nbformat.read(solution, as_version=4),
+        "gus": nbformat.read(release, as_version=4), "hana": nbformat.read(release, as_version=4),
+        "ivan": _with_cell(solution, "causal_mask", "import os\nos._exit(1)\n"),  # kills its kernel
+    }
+    for name, exercise in zip(("dora", "emil", "finn", "jules"), sorted(firsts)):
+        learners[name] = _with_cell(solution, exercise, firsts[exercise]["source"])
+    for name, nb in learners.items():
+        folder = course / "submitted" / name / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{NOTEBOOK}.ipynb")
+    broken = course / "submitted" / "kira" / ASSIGNMENT
+    broken.mkdir(parents=True)
+    (broken / f"{NOTEBOOK}.ipynb").write_text('{"cells": [')
+
+
+def _grade(course: Path, *more: str, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", TIMEOUT, *more],
+                            cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **popen)
+
+
+def _start(args: list[str], log: Path, cwd: Path = ROOT, **env: str) -> subprocess.Popen:
+    with open(log, "w") as out:
+        return subprocess.Popen([sys.executable, "-m", "tools.cluster", *args], cwd=cwd, env=_env(**env),
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_for_workers(scheduler: str, n: int, deadline: float = 60) -> None:
+    from distributed import Client
+
+    with Client(scheduler, timeout="20s", set_as_default=False) as client:
+        client.wait_for_workers(n, timeout=deadline)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    top = tmp_path_factory.mktemp("cluster")
+    local, remote = top / "local", top / "remote"
+    local.mkdir()
+    _make_class(local)
+    shutil.copytree(local, remote)
+    # another commit: this clone with one byte more in the grader
+    other = top / "other-clone"
+    other.mkdir()
+    for part in ("grader", "tools", "solutions"):
+        shutil.copytree(ROOT / part, other / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "nbgrader_config.py", other)
+    (other / "course_lib").symlink_to(ROOT / "course_lib")
+    with open(other / "grader" / "__init__.py", "a") as f:
+        f.write("# another commit\n")
+
+    port = _free_port()
+    scheduler = f"tcp://127.0.0.1:{port}"
+    procs = {"scheduler": _start(["scheduler", "--port", str(port)], top / "scheduler.log")}
+    try:
+        time.sleep(2)
+        for name in ("w1", "w2"):
+            procs[name] = _start(["worker", scheduler, "--name", name, "--threads", "1"], top / f"{name}.log")
+        procs["w3"] = _start(["worker", scheduler, "--name", "w3-other-commit", "--root", str(other)],
+                             top / "w3.log", cwd=other, PYTHONPATH=str(other))
+        local_run = _grade(local, "--jobs", "2")
+        _wait_for_workers(scheduler, 3)
+        cluster_run = _grade(remote, "--scheduler", scheduler)
+        # w1 is killed with SIGKILL (its whole session: worker, nbgrader, kernel) once it is grading
+        killed_at = None
+        worker = psutil.Process(procs["w1"].pid)
+        while cluster_run.poll() is None and killed_at is None:
+            if any("nbgrader" in " ".join(c.cmdline()) for c in worker.children(recursive=True)):
+                os.killpg(procs["w1"].pid, signal.SIGKILL)
+                killed_at = time.monotonic()
+            time.sleep(0.1)
+        out, err = cluster_run.communicate(timeout=400)
+        local_out, local_err = local_run.communicate(timeout=400)
+        yield {"local": local, "remote": remote, "out": out, "err": err, "rc": cluster_run.returncode,
+               "local_out": local_out + local_err, "local_rc": local_run.returncode, "killed": killed_at,
+               "other": other, "logs": {n: (top / f"{n}.log").read_text() for n in ("w1", "w2", "w3")}}
+    finally:
+        for proc in procs.values():
+            _stop(proc)
+
+
+def test_the_cluster_grades_the_class_as_a_local_run_does(graded):
+    assert graded["killed"] is not None, "w1 never started grading: the test did not kill a busy worker"
+    assert graded["local_rc"] == graded["rc"] == 1, graded["local_out"] + graded["out"] + graded["err"]
+    local, remote = (graded[k] / "grades.csv" for k in ("local", "remote"))
+    assert remote.read_text() == local.read_text(), graded["out"] + graded["err"]
+    rows = {r["student_id"]: r for r in csv.DictReader(local.open())}
+    assert rows["alice"]["score"] == "10" and rows["gus"]["score"] == "0" and rows["dora"]["score"] not in ("0", "10")
+    assert rows["ivan"]["score"] not in ("0", "10") and "kernel died in cell causal_mask" in rows["ivan"]["message"]
+    assert "not valid JSON" in rows["kira"]["message"] and "kira" in graded["err"]
+
+
+def test_every_submission_is_recorded_once_though_a_worker_was_killed(graded):
+    summary = re.search(r"recorded (\d+) submission\(s\) from the cluster: (.*)", graded["out"])
+    assert summary, graded["out"]
+    assert int(summary.group(1)) == 11, summary.group(0)  # 12 learners, one broken notebook
+    assert "w1" not in summary.group(2) or "w2" in summary.group(2), summary.group(0)
+    assert "w3" not in summary.group(2), "the worker of another commit graded"
+    for learner in ("alice", "ivan", "jules"):
+        assert len(list((graded["remote"] / "autograded" / learner / ASSIGNMENT).glob("*.ipynb"))) == 1
+
+
+def test_a_worker_of_another_commit_is_refused_with_both_hashes(graded):
+    from tools.cluster import course_hash
+
+    ours = course_hash(graded["remote"])
+    theirs = course_hash(graded["other"], code=graded["other"])
+    assert ours != theirs
+    line = next(x for x in graded["err"].splitlines() if "w3-other-commit" in x)
+    assert "is refused" in line and theirs in line and ours in line, line
+
+
+def test_an_unreachable_scheduler_is_named_and_nothing_is_graded(tmp_path):
+    shutil.copytree(ROOT / "solutions", tmp_path / "solutions")
+    folder = tmp_path / "submitted" / "alice" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", folder)
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    out, err = _grade(tmp_path, "--scheduler", address).communicate(timeout=120)
+    assert f"SCHEDULER={address} cannot be reached" in err and "nothing was graded" in err, out + err
+    assert not (tmp_path / "autograded").exists() and not (tmp_path / "grades.csv").exists()
