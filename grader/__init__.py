@@ -22,6 +22,7 @@ reference in :mod:`course_lib` over many random cases. One module per concern:
 * :mod:`grader.runner`: the kernel's side: runs the learner's function on the inputs the judge sends;
 * :mod:`grader.sandbox`: the fence around the grading kernel (bubblewrap outside, an audit hook inside);
 * :mod:`grader.kernel`: the fenced kernel as the autograder starts and drives it;
+* :mod:`grader.warm`: fenced kernels forked from a warm process, each enclosed in namespaces of its own;
 * :mod:`grader.static`: what a submission's source shows, read by the judge before any of it runs;
 * :mod:`grader.notebook`: an nbgrader notebook's cells (solution and test cells, hidden tests, points);
 * :mod:`grader.autograde`: the nbgrader preprocessors (imports nbgrader; loaded by ``nbgrader_config.py`` only).

@@ -113,12 +113,16 @@ class GuardedExecute(Execute):
         workdir = resources.get("metadata", {}).get("path") or os.getcwd()
         self._student = resources.get("nbgrader", {}).get("student")
         self._secret = read_or_create(self.secret_file)[0] if self.secret_file and self._student else None
+        # every submission of this nbgrader run lies under autograded/<student>/<assignment>: their kernels are
+        # forked from one warm process that sees that folder, each enclosed in its own (grader.warm)
+        graded = os.path.dirname(os.path.dirname(os.path.realpath(workdir)))
         with fenced(workdir, self.course_root or os.getcwd(), public_dirs=list(self.public_dirs),
                     closed_dirs=list(self.closed_dirs), memory_mb=self.memory_mb, os_fence=self.os_fence,
-                    private_dirs=list(self.private_dirs)) as fence:
+                    private_dirs=list(self.private_dirs),
+                    warm_root=graded if os.path.basename(graded) == "autograded" else None) as fence:
             self._fence_dir, self._exchange = fence.fence_dir, fence.exchange
             if fence.bwrap is not None:
-                self.kernel_manager_class = fenced_manager(fence.bwrap)
+                self.kernel_manager_class = fenced_manager(fence.bwrap, fence.warm_socket)
             mine = ("--HistoryManager.enabled", "--IPKernelApp.exec_lines")
             self.extra_arguments = [a for a in self.extra_arguments if not a.startswith(mine)] + [
                 "--HistoryManager.enabled=False", f"--IPKernelApp.exec_lines={KERNEL_STARTUP}"]

@@ -29,9 +29,14 @@ class FencedKernelManager(AsyncKernelManager):
     """
 
     fence_args: list[str] = []
+    #: a warm process's socket (grader.warm): the kernel is forked there, else started cold as below
+    warm_socket: str | None = None
 
     def format_kernel_cmd(self, extra_arguments=None):
-        return [shutil.which("bwrap") or "bwrap", *self.fence_args, "--", *super().format_kernel_cmd(extra_arguments)]
+        cold = [shutil.which("bwrap") or "bwrap", *self.fence_args, "--", *super().format_kernel_cmd(extra_arguments)]
+        if self.warm_socket:
+            return [sys.executable, "-S", "-m", "grader.warm", "launch", self.warm_socket, "--", *cold]
+        return cold
 
     @property
     def kernel_spec(self):
@@ -44,9 +49,10 @@ class FencedKernelManager(AsyncKernelManager):
         return spec
 
 
-def fenced_manager(bwrap_args: list[str]) -> type[FencedKernelManager]:
-    """A :class:`FencedKernelManager` class whose kernels start inside bubblewrap with these arguments."""
-    return type("Fenced", (FencedKernelManager,), {"fence_args": list(bwrap_args)})
+def fenced_manager(bwrap_args: list[str], warm_socket: str | None = None) -> type[FencedKernelManager]:
+    """A :class:`FencedKernelManager` class whose kernels start inside bubblewrap with these arguments (forked by
+    the warm process at ``warm_socket`` when there is one)."""
+    return type("Fenced", (FencedKernelManager,), {"fence_args": list(bwrap_args), "warm_socket": warm_socket})
 
 
 class KernelGone(RuntimeError):

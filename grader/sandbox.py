@@ -94,6 +94,7 @@ class Enclosure:
     bwrap: list[str] | None  # bubblewrap's arguments, None without the OS fence
     fence_dir: str | None  # the kernel's connection folder (Unix sockets), inside the OS fence's view
     exchange: str  # the folder of the judge's requests and the kernel's replies
+    warm_socket: str | None = None  # the warm process that forks this kernel (grader.warm), None: started cold
 
 
 def is_secret(name: str) -> bool:
@@ -132,7 +133,8 @@ def installed_closed() -> list[str]:
 
 @contextlib.contextmanager
 def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dirs: list[str],
-           memory_mb: int | None, os_fence: str, private_dirs: list[str] = ()) -> Iterator[Enclosure]:
+           memory_mb: int | None, os_fence: str, private_dirs: list[str] = (),
+           warm_root: str | None = None) -> Iterator[Enclosure]:
     """Both fences' settings for the kernel of one submission, in the environment it inherits, secrets out of it.
 
     Args:
@@ -140,6 +142,9 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
         course_root: the course folder; it and the grader's checkout are closed but for ``public_dirs``.
         public_dirs: folders of the course that stay readable (``exercises``, ``.venv``...).
         closed_dirs: folders closed even inside a readable one (the reference, the grader's assignments).
+        warm_root: the folder of every submission this process grades (``autograded/``): with the OS fence, the
+            kernel is forked from a warm process that sees it (:mod:`grader.warm`), unless ``GRADER_WARM_KERNELS``
+            is off or no warm process answers. None: started afresh.
         private_dirs: more folders closed to the kernel, anywhere (on a hub: the homes and nbgrader's exchange,
             where the other learners' work is).
         memory_mb: the kernel's address-space limit (None or 0: none).
@@ -166,7 +171,12 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
         if why:
             raise RuntimeError(f"grading needs its OS fence and {why}: install bubblewrap (Debian: apt-get install "
                                "bubblewrap), or grade with the Python fence alone: GRADER_OS_FENCE=none")
-        fence_dir = tempfile.mkdtemp(prefix="grader-kernel-")
+        from . import warm
+
+        warm_root = os.path.realpath(warm_root) if warm_root and warm.enabled() else None
+        if warm_root and not _under(os.path.realpath(settings["workdir"]), [warm_root]):
+            warm_root = None
+        fence_dir = tempfile.mkdtemp(prefix="grader-kernel-", dir=warm.fence_root() if warm_root else None)
         settings["private_roots"] = settings["private_roots"] + [fence_dir]
         bwrap = bwrap_arguments(hidden=roots, readable=settings["public_roots"], closed=settings["closed_roots"],
                                 writable=[settings["workdir"], fence_dir])
@@ -174,7 +184,6 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
     # temporary folder the Python fence leaves writable)
     exchange = tempfile.mkdtemp(prefix="grader-exchange-", dir=fence_dir)
     settings["exchange"] = exchange
-    os.environ[ENV_VAR] = json.dumps(settings)
     # the kernel inherits this process's environment: no database URL or credential may reach it
     secrets = {k: os.environ.pop(k) for k in list(os.environ) if is_secret(k)}
     # the kernel's side of the grader is this checkout's, the judge's own (another copy could be on the
@@ -182,8 +191,17 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
     # grades from theirs): the wire between them is one version
     path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = CHECKOUT + (os.pathsep + path if path else "")
+    socket_path = None
+    if bwrap is not None and warm_root:  # the warm process: this view of the machine, every submission's folder
+        root = warm.fence_root()
+        plan = {"cover": ["/tmp", warm_root, root], "readable": settings["public_roots"], "work_root": warm_root,
+                "fence_root": root}
+        socket_path = warm.warm_socket(
+            bwrap_arguments(hidden=roots, readable=settings["public_roots"], closed=settings["closed_roots"],
+                            writable=[warm_root, root]), plan, dict(os.environ))
+    os.environ[ENV_VAR] = json.dumps(settings)
     try:
-        yield Enclosure(bwrap, fence_dir, exchange)
+        yield Enclosure(bwrap, fence_dir, exchange, socket_path)
     finally:
         os.environ.pop(ENV_VAR, None)
         os.environ.update(secrets)

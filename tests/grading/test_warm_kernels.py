@@ -1,0 +1,106 @@
+"""Warm grading kernels (grader/warm.py), graded by real nbgrader through `make grade`'s tool.
+
+Three learners go through one nbgrader process, so through one warm process, in this order: the first leaves a
+file in /tmp for the next and looks for the others' work; an honest one; the last looks for what the first left.
+Each kernel must see only its own submission and a fresh /tmp, and hold no capability; each is process 1 of its
+own PID namespace (it was forked warm, and every process it starts ends with it). With GRADER_WARM_KERNELS=off
+the same submission is graded by a kernel started cold, with the same score. The attacks of
+test_grading_integrity.py run on warm kernels too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from grader.notebook import grade_id
+from nbtools import ROOT
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT, NOTEBOOK = "02-attention", "attention"
+MASK = "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n"
+LEARNERS = ("a_sets_traps", "b_honest", "c_finds_traps")
+#: what a kernel sees, by means the Python fence lets through (a stat of a classmate's folder, /tmp, /proc), so
+#: that what stops it is the OS: its own mounts and namespaces
+LOOK = (
+    "import json, os\n"
+    "_status = {l.split(':')[0]: l.split(':')[1].split() for l in open('/proc/self/status') if ':' in l}\n"
+    f"_others = [n for n in {LEARNERS!r} if os.path.exists(os.path.join('..', '..', n))]\n"
+    "print('VIEW ' + json.dumps({'classmates': _others, 'tmp': sorted(os.listdir('/tmp')),\n"
+    "      'caps': _status['CapEff'][0], 'bounding': _status['CapBnd'][0], 'nspid': _status['NSpid']}))\n"
+)
+SETS_TRAPS = "open('/tmp/trap.txt', 'w').write('left by a_sets_traps')\n" + LOOK + MASK
+
+
+def _view(course: Path, student: str) -> dict:
+    nb = nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if grade_id(c) == "causal_mask"]
+    text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+    (line,) = [x for x in text.splitlines() if x.startswith("VIEW ")]
+    return json.loads(line[5:])
+
+
+def _grade(course: Path, **env: str) -> subprocess.CompletedProcess:
+    environ = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **env)
+    return subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--jobs", "1",
+                           "--timeout", "30"], cwd=ROOT, capture_output=True, text=True, env=environ)
+
+
+def _scores(course: Path) -> dict[str, float]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {s.student.id: s.score for s in gb.find_assignment(ASSIGNMENT).submissions}
+
+
+def _class(course: Path, learners: dict[str, str | None]) -> None:
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    for student, source in learners.items():
+        nb = nbformat.read(solution, as_version=4)
+        for cell in nb.cells:
+            if source and grade_id(cell) == "causal_mask":
+                cell.source = source
+        folder = course / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{NOTEBOOK}.ipynb")
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    course = tmp_path_factory.mktemp("warm")
+    _class(course, {"a_sets_traps": SETS_TRAPS, "b_honest": None, "c_finds_traps": LOOK + MASK})
+    return course, _grade(course)
+
+
+def test_every_kernel_sees_its_own_submission_alone_and_holds_no_capability(warm):
+    course, res = warm
+    assert _scores(course) == {"a_sets_traps": 10, "b_honest": 10, "c_finds_traps": 10}, res.stdout + res.stderr
+    for student in ("a_sets_traps", "c_finds_traps"):
+        view = _view(course, student)
+        assert view["classmates"] == [student], view
+        assert int(view["caps"], 16) == 0 and int(view["bounding"], 16) == 0, view
+        assert view["nspid"][-1] == "1", f"not forked warm (process 1 of its own namespace): {view}"
+
+
+def test_nothing_an_earlier_kernel_left_reaches_a_later_one(warm):
+    course, _ = warm
+    first, last = _view(course, "a_sets_traps"), _view(course, "c_finds_traps")
+    assert "trap.txt" in first["tmp"], first  # it did leave it, in the /tmp of its own
+    assert "trap.txt" not in last["tmp"], last
+
+
+def test_a_kernel_started_cold_grades_alike(tmp_path):
+    _class(tmp_path, {"c_finds_traps": LOOK + MASK})
+    res = _grade(tmp_path, GRADER_WARM_KERNELS="off")
+    assert _scores(tmp_path) == {"c_finds_traps": 10}, res.stdout + res.stderr
+    view = _view(tmp_path, "c_finds_traps")
+    assert view["nspid"][-1] != "1" and view["classmates"] == ["c_finds_traps"], view
