@@ -29,7 +29,8 @@
 #                   learner would get under each (minutes)
 #   make mutants    mutation-test the assignments' hidden tests (minutes; MUTANTS_ARGS="--assignment 02-attention")
 #   make portability  nbval strict on every chapter notebook under each CPU-kernel and thread variant (minutes)
-#   make seeds      every claim of the chapter notebooks over seeds 0-4, with its smallest margin (minutes)
+#   make seeds      every claim of the chapter notebooks over 5 seeds drawn afresh on every run (it prints them),
+#                   with its smallest margin and spread (minutes; SEEDS=0-4,7,fresh:10 names or draws others)
 #   make zoo        train every model of the zoo from its recipe into course_lib/zoo/ (MODEL=<name>: one;
 #                   resumes from _build/zoo/<name>.pt; on the GPU when there is one)
 #   make zoo-check  re-run each recipe up to its stored curve's first record, 25 updates (MODEL=<name>: one;
@@ -122,7 +123,7 @@ test-fast: $(STAMP)
 portability: $(STAMP)
 	$(BIN)/python -m tools.portability matrix
 
-SEEDS ?= 0-4
+SEEDS ?= fresh:5
 
 seeds: $(STAMP)
 	$(BIN)/python -m tools.portability seeds --seeds $(SEEDS)

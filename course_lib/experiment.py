@@ -8,7 +8,7 @@ both to every notebook:
   variable ``COURSE_SEED`` (default ``0``), seeds torch and Python with it and
   returns it; :func:`generator` gives the notebook's ``k``-th independent
   random stream for that seed. Running a notebook with ``COURSE_SEED=3`` redoes
-  every random choice it makes (``make seeds`` runs seeds 0-4).
+  every random choice it makes (``make seeds`` runs seeds drawn afresh).
   ``COURSE_THREADS`` sets torch's thread count (default 1: the models are tiny).
 * **Claims are checks.** :func:`claim` states what an experiment shows as a
   comparison of a measured value with a threshold. It prints the statement

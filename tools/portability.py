@@ -3,7 +3,7 @@
 Two runs, each a make target:
 
     python -m tools.portability matrix   # make portability: nbval strict under every CPU-kernel variant
-    python -m tools.portability seeds    # make seeds: every claim over seeds 0-4, its worst margin
+    python -m tools.portability seeds    # make seeds: every claim over 5 freshly drawn seeds, its worst margin
 
 **matrix.** torch picks its CPU kernels by the processor (``ATEN_CPU_CAPABILITY``:
 ``default``, ``avx2``, ``avx512``) and splits work by its thread count; a GPU
@@ -19,11 +19,20 @@ machine that run compares two sets of kernels.
 
 **seeds.** Every notebook takes its seed from ``COURSE_SEED``
 (``course_lib.experiment``). Each notebook runs once per seed; every claim it
-checks is logged, and the table gives, per claim, the seeds it held on and its
-smallest margin. A claim that fails on any seed, or a notebook that stops with
-an error, fails the run.
+checks is logged, and the table gives, per claim, the seeds it held on, its
+smallest margin and the lowest and highest value it measured. A claim that
+fails on any seed, or a notebook that stops with an error, fails the run. By
+default the seeds are five drawn afresh on every run (``--seeds fresh:5``,
+printed first and written to the output): a fixed list of seeds would become a
+training set for the thresholds. A threshold is set from the spread a claim
+shows over many seeds, with a margin; a claim that changes sign with the seed
+is not a finding. The notebooks run on the machine's own CPU kernels;
+``--kernels default`` runs them on the portable ones the stored outputs are
+written on (a long training run rounds differently on each, and its claims must
+hold on both).
 
-    python -m tools.portability seeds --seeds 0-4 --jobs 2 chapters/09-vision-transformer/inside-a-vit.ipynb
+    python -m tools.portability seeds --jobs 2 chapters/09-vision-transformer/inside-a-vit.ipynb
+    python -m tools.portability seeds --seeds 0-4,7,11,fresh:10 --jobs 1 --out /tmp/seeds.json NOTEBOOK
     python -m tools.portability matrix --variants default:1,native:2
 """
 
@@ -99,16 +108,41 @@ def parse_variants(text: str) -> list[tuple[str, int]]:
     return out
 
 
-def parse_seeds(text: str) -> list[int]:
-    m = re.fullmatch(r"(\d+)(?:-(\d+))?", text.strip())
-    seeds = None
-    if m:
-        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-        seeds = list(range(lo, hi + 1)) if lo <= hi else None
-    elif re.fullmatch(r"\d+(,\d+)+", text.strip()):
-        seeds = [int(s) for s in text.split(",")]
-    if not seeds:
-        raise SystemExit(f"--seeds {text!r}: give a range like 0-4 or a list like 0,3,7")
+#: how many seeds ``make seeds`` draws when none are named, and the range it draws them from
+FRESH_SEEDS = 5
+SEED_RANGE = 2**31
+SEEDS_RULE = ("give fresh:N (N seeds drawn afresh), a range like 0-4, a list like 0,3,7, "
+              "or a list of those like 0-4,7,fresh:3")
+
+
+def parse_seeds(text: str, draw=None) -> list[int]:
+    """The seeds ``--seeds`` names: ``fresh:N`` draws N new ones, ``A-B`` a range, ``A,B,C`` a list; mixed by commas.
+
+    A fixed list of seeds is a training set for thresholds: a claim tuned until it holds on seeds 0-4 may fail
+    on seed 7. ``fresh:N`` draws N seeds from ``0 .. 2**31 - 1`` with :mod:`secrets` (``draw(n)``, replaceable
+    in tests), different on every run, so each ``make seeds`` tries the claims on seeds nobody tuned them on.
+    The seeds come back in the order given, without repeats.
+    """
+    if draw is None:
+        import secrets
+
+        def draw(n):
+            return [secrets.randbelow(SEED_RANGE) for _ in range(n)]
+
+    seeds: list[int] = []
+    items = text.strip().split(",") if text.strip() else [""]
+    for item in (i.strip() for i in items):
+        fresh = re.fullmatch(r"fresh:(\d+)", item)
+        span = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
+        if fresh and int(fresh.group(1)) >= 1:
+            found = draw(int(fresh.group(1)))
+        elif span and int(span.group(1)) <= int(span.group(2) or span.group(1)):
+            found = list(range(int(span.group(1)), int(span.group(2) or span.group(1)) + 1))
+        else:
+            raise SystemExit(f"--seeds {text!r}: {item!r} is not a seed, a range or fresh:N; {SEEDS_RULE}")
+        if any(s >= SEED_RANGE for s in found):
+            raise SystemExit(f"--seeds {text!r}: seeds must be below 2**31 ({SEED_RANGE}); {SEEDS_RULE}")
+        seeds += [s for s in found if s not in seeds]
     return seeds
 
 
@@ -169,15 +203,20 @@ def matrix(paths: list[Path], variants: list[tuple[str, int]], cuda: bool) -> in
     return 1 if bad else 0
 
 
-def _execute(job: tuple[str, int, str]) -> tuple[str, int, str | None, float]:
-    """Run one notebook top to bottom under one seed (no outputs saved): (path, seed, error, seconds)."""
+def _execute(job: tuple[str, int, str, str | None]) -> tuple[str, int, str | None, float]:
+    """Run one notebook top to bottom under one seed (no outputs saved): (path, seed, error, seconds).
+
+    ``job`` is (path, seed, claims log, CPU kernels): the kernels are the machine's own when None.
+    """
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    path, seed, log = job
+    path, seed, log, capability = job
     os.environ.update(variant_env(None, int(os.environ.get("COURSE_THREADS", "1")), Path(log), seed))
-    os.environ.pop("ATEN_CPU_CAPABILITY", None)  # the machine's own kernels
+    os.environ.pop("ATEN_CPU_CAPABILITY", None)  # the machine's own kernels, unless named
+    if capability is not None:
+        os.environ["ATEN_CPU_CAPABILITY"] = capability
     os.environ["COURSE_NOTEBOOK"] = str(Path(path).relative_to(ROOT))
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
@@ -191,23 +230,36 @@ def _execute(job: tuple[str, int, str]) -> tuple[str, int, str | None, float]:
 
 
 def summarise(records: list[dict]) -> list[dict]:
-    """Per claim (notebook, statement): the seeds it held and failed on, its smallest margins."""
+    """Per claim (notebook, statement): the seeds it held and failed on, its smallest margins, its spread.
+
+    ``values`` holds ``[seed, value]`` for every seed, and ``lowest``/``highest`` the extremes of the numeric
+    ones (None when no value is a number): a threshold is set from that spread, not from one seed's margin.
+    """
     by_claim: dict[tuple[str, str], dict] = {}
     for r in records:
         key = (r["notebook"], r["statement"])
         s = by_claim.setdefault(key, {"notebook": r["notebook"], "statement": r["statement"], "op": r["op"],
-                                      "held": [], "failed": [], "margin": None, "relative": None, "worst_value": None})
+                                      "held": [], "failed": [], "margin": None, "relative": None, "worst_value": None,
+                                      "values": [], "lowest": None, "highest": None})
         (s["held"] if r["holds"] else s["failed"]).append(r["seed"])
+        s["values"].append([r["seed"], r["value"]])
+        if isinstance(r["value"], (int, float)) and not isinstance(r["value"], bool):
+            s["lowest"] = r["value"] if s["lowest"] is None else min(s["lowest"], r["value"])
+            s["highest"] = r["value"] if s["highest"] is None else max(s["highest"], r["value"])
         if r["op"] != "==" and r["relative"] is not None and (s["relative"] is None or r["relative"] < s["relative"]):
             s["relative"], s["margin"], s["worst_value"] = r["relative"], r["margin"], r["value"]
     return sorted(by_claim.values(), key=lambda s: (s["relative"] is None, s["relative"] or 0.0))
 
 
-def seeds_run(paths: list[Path], seeds: list[int], jobs: int, out: Path | None) -> int:
+def seeds_run(paths: list[Path], seeds: list[int], jobs: int, out: Path | None, asked: str | None = None,
+              capability: str | None = None) -> int:
+    """Every notebook under every seed (on ``capability``'s CPU kernels, the machine's own when None)."""
+    print(f"seeds: {', '.join(map(str, seeds))}" + (f"  (--seeds {asked})" if asked else "")
+          + "; COURSE_SEED=N reruns one" + (f"; CPU kernels {capability}" if capability else ""), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "claims.jsonl"
         log.touch()
-        todo = [(str(p), s, str(log)) for p in paths for s in seeds]
+        todo = [(str(p), s, str(log), capability) for p in paths for s in seeds]
         errors = []
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             for path, seed, error, secs in pool.map(_execute, todo):
@@ -218,16 +270,19 @@ def seeds_run(paths: list[Path], seeds: list[int], jobs: int, out: Path | None) 
         records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     table = summarise(records)
     print(f"\n{len(table)} claims in {len(paths)} notebooks over seeds {seeds}: smallest margin first")
-    print(f"{'relative':>9} {'margin':>10} {'held':>5}  claim")
+    print(f"{'relative':>9} {'margin':>10} {'lowest':>10} {'highest':>10} {'held':>5}  claim")
     for s in table:
         rel = "exact" if s["relative"] is None else f"{s['relative']:+.3f}"
         margin = "" if s["margin"] is None else f"{s['margin']:+.4g}"
+        low, high = ("" if v is None else f"{v:.4g}" for v in (s["lowest"], s["highest"]))
         held = f"{len(s['held'])}/{len(s['held']) + len(s['failed'])}"
-        print(f"{rel:>9} {margin:>10} {held:>5}  {s['notebook']}: {s['statement']}"
+        print(f"{rel:>9} {margin:>10} {low:>10} {high:>10} {held:>5}  {s['notebook']}: {s['statement']}"
               + (f"  FAILED on seeds {sorted(s['failed'])}" if s["failed"] else ""))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"seeds": seeds, "claims": table, "errors": errors}, indent=1))
+        written = {"seeds": seeds, "asked": asked, "kernels": capability or native_capability(), "claims": table,
+                   "errors": errors}
+        out.write_text(json.dumps(written, indent=1))
         print(f"written to {out}")
     failed = [s for s in table if s["failed"]]
     for path, seed, error in errors:
@@ -244,8 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--variants", help="CAP:THREADS,... (default: every capability with 1 thread, native with 2)")
     m.add_argument("paths", nargs="*", type=Path)
     s = sub.add_parser("seeds", help="run the notebooks over seeds; every claim's smallest margin")
-    s.add_argument("--seeds", default="0-4")
+    s.add_argument("--seeds", default=f"fresh:{FRESH_SEEDS}",
+                   help=f"fresh:N, A-B, A,B,C or a mix (default fresh:{FRESH_SEEDS}: drawn afresh on every run)")
     s.add_argument("--jobs", type=int, default=2)
+    s.add_argument("--kernels", choices=CAPABILITIES, help="torch's CPU kernels (default: the machine's own)")
     s.add_argument("--out", type=Path, default=ROOT / "_build" / "claims" / "seeds.json")
     s.add_argument("paths", nargs="*", type=Path)
     args = parser.parse_args(argv)
@@ -261,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         return matrix(paths, variants, cuda=torch.cuda.is_available())
     if args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: must be >= 1")
-    return seeds_run(paths, parse_seeds(args.seeds), args.jobs, args.out)
+    return seeds_run(paths, parse_seeds(args.seeds), args.jobs, args.out, args.seeds, args.kernels)
 
 
 if __name__ == "__main__":

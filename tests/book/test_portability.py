@@ -13,6 +13,7 @@ the claims over seeds.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -141,9 +142,26 @@ def test_variants_and_seeds_are_parsed_and_bad_ones_named():
             portability.parse_variants(bad)
     assert portability.parse_seeds("0-4") == [0, 1, 2, 3, 4]
     assert portability.parse_seeds("0,3,7") == [0, 3, 7]
-    for bad in ("4-0", "a", "1-"):
-        with pytest.raises(SystemExit, match="--seeds"):
+    assert portability.parse_seeds("0-2,7,fresh:2", draw=lambda n: [99, 5][:n]) == [0, 1, 2, 7, 99, 5]
+    for bad in ("4-0", "a", "1-", "fresh:0", "fresh", "", "0,,1", str(2**31)):
+        with pytest.raises(SystemExit, match=r"--seeds .*give fresh:N .* a range like 0-4, a list like 0,3,7"):
             portability.parse_seeds(bad)
+
+
+def test_make_seeds_draws_fresh_seeds_on_every_run():
+    first, second = portability.parse_seeds("fresh:5"), portability.parse_seeds("fresh:5")
+    assert len(first) == len(set(first)) == 5 and first != second
+    assert all(0 <= s < 2**31 for s in first + second)
+    makefile = (ROOT / "Makefile").read_text()
+    assert "SEEDS ?= fresh:5" in makefile and "--seeds $(SEEDS)" in makefile
+
+
+def test_a_seeds_run_says_which_seeds_it_drew(tmp_path, capsys):
+    out = tmp_path / "seeds.json"
+    assert portability.seeds_run([], [1234567, 89], 1, out, "fresh:2") == 0
+    assert capsys.readouterr().out.startswith("seeds: 1234567, 89  (--seeds fresh:2)")
+    written = json.loads(out.read_text())
+    assert written["seeds"] == [1234567, 89] and written["asked"] == "fresh:2"
 
 
 def test_the_default_matrix_has_the_portable_kernels_and_two_thread_counts():
@@ -164,4 +182,6 @@ def test_the_summary_gives_each_claims_worst_seed_and_its_failures():
     b, a, c = table
     assert b["failed"] == [0] and b["held"] == [1] and b["relative"] == -0.3
     assert a["relative"] == 0.2 and a["worst_value"] == 0.9 and a["failed"] == []
+    assert a["values"] == [[0, 1.0], [1, 0.9]] and (a["lowest"], a["highest"]) == (0.9, 1.0)
+    assert (b["lowest"], b["highest"]) == (0.1, 2.0)
     assert c["relative"] is None
