@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from course_lib.vit import SIZES, ViT, ViTConfig
 
 __all__ = ["DeiTConfig", "DEIT_PRESETS", "DeiT", "prepend_cls_and_distillation_tokens", "hard_distillation_loss",
-           "soft_distillation_loss", "combine_heads"]
+           "soft_distillation_loss", "combine_heads", "cutmix"]
 
 
 @dataclass
@@ -180,6 +180,11 @@ def _check_logits(cls_logits: Tensor, dist_logits: Tensor, teacher_logits: Tenso
         raise ValueError("cls_logits, dist_logits and teacher_logits must have the same shape (batch, classes), got "
                          f"{tuple(cls_logits.shape)}, {tuple(dist_logits.shape)} and {tuple(teacher_logits.shape)}")
     b, k = cls_logits.shape
+    if labels.ndim == 2 and labels.is_floating_point():  # class probabilities, such as CutMix's mixed labels
+        if tuple(labels.shape) != (b, k):
+            raise ValueError(f"label probabilities must be (batch, classes) = ({b}, {k}), got shape "
+                             f"{tuple(labels.shape)}")
+        return
     if labels.ndim != 1 or labels.shape[0] != b:
         raise ValueError(f"labels must be (batch,) = ({b},), got shape {tuple(labels.shape)}")
     if labels.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
@@ -196,18 +201,26 @@ def hard_distillation_loss(cls_logits: Tensor, dist_logits: Tensor, teacher_logi
     The teacher's label ``y_t`` is the index of its largest logit; on a tie the
     first such index counts, as ``torch.argmax`` returns it. Its logits get no
     gradient (an argmax has none). Each cross-entropy is averaged over the batch.
+    Under CutMix (:func:`cutmix`) the true label is a mix of two classes: ``labels``
+    may then be ``(B, K)`` probabilities, and the CLS head's cross-entropy is taken
+    against them (as DeiT's code does), while the teacher labels the mixed image itself.
 
     Args:
         cls_logits: ``(B, K)``, the CLS head's logits.
         dist_logits: ``(B, K)``, the distillation head's logits.
         teacher_logits: ``(B, K)``, the teacher's logits on the same images.
-        labels: ``(B,)`` integer true classes in ``[0, K)``.
+        labels: ``(B,)`` integer true classes in ``[0, K)``, or ``(B, K)`` float class probabilities.
     Returns:
         ``()``, a scalar in the logits' dtype.
     """
     _check_logits(cls_logits, dist_logits, teacher_logits, labels)
     teacher_labels = teacher_logits.detach().argmax(dim=-1)
-    return 0.5 * F.cross_entropy(cls_logits, labels.long()) + 0.5 * F.cross_entropy(dist_logits, teacher_labels)
+    return 0.5 * F.cross_entropy(cls_logits, _targets(labels)) + 0.5 * F.cross_entropy(dist_logits, teacher_labels)
+
+
+def _targets(labels: Tensor) -> Tensor:
+    """What ``F.cross_entropy`` takes: class indices as int64, class probabilities as they are."""
+    return labels if labels.is_floating_point() else labels.long()
 
 
 def soft_distillation_loss(cls_logits: Tensor, dist_logits: Tensor, teacher_logits: Tensor, labels: Tensor,
@@ -220,7 +233,8 @@ def soft_distillation_loss(cls_logits: Tensor, dist_logits: Tensor, teacher_logi
     et al., 2015). The teacher is a fixed target: ``sg(Z_t)``.
 
     Args:
-        cls_logits, dist_logits, teacher_logits: ``(B, K)``.  labels: ``(B,)`` in ``[0, K)``.
+        cls_logits, dist_logits, teacher_logits: ``(B, K)``.  labels: ``(B,)`` in ``[0, K)``, or ``(B, K)``
+            class probabilities.
         tau: the temperature, ``> 0``.  lam: the weight of the teacher's term, in ``[0, 1]``.
     Returns:
         ``()``.
@@ -233,7 +247,7 @@ def soft_distillation_loss(cls_logits: Tensor, dist_logits: Tensor, teacher_logi
     log_p_teacher = F.log_softmax(teacher_logits.detach() / tau, dim=-1)
     log_p_student = F.log_softmax(dist_logits / tau, dim=-1)
     kl = (log_p_teacher.exp() * (log_p_teacher - log_p_student)).sum(dim=-1).mean()
-    return (1 - lam) * F.cross_entropy(cls_logits, labels.long()) + lam * tau ** 2 * kl
+    return (1 - lam) * F.cross_entropy(cls_logits, _targets(labels)) + lam * tau ** 2 * kl
 
 
 def combine_heads(cls_logits: Tensor, dist_logits: Tensor, how: str = "logits") -> Tensor:
@@ -250,3 +264,50 @@ def combine_heads(cls_logits: Tensor, dist_logits: Tensor, how: str = "logits") 
     if how == "softmax":
         return (cls_logits.softmax(dim=-1) + dist_logits.softmax(dim=-1)) / 2
     raise ValueError(f"how must be 'logits' or 'softmax', got {how!r}")
+
+
+# --------------------------------------------------------------------------
+# CutMix: the augmentation under which a teacher's label says more than the true one
+# --------------------------------------------------------------------------
+def cutmix(images: Tensor, labels: Tensor, num_classes: int,
+           generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """CutMix (Yun et al., 2019), one of DeiT's augmentations: a box of another image of the batch pasted
+    into each image, and the label mixed in proportion to the area.
+
+    For each image ``i``: a partner ``j`` (a random permutation of the batch), a ratio ``lam`` uniform in
+    ``[0, 1]`` (CutMix's ``Beta(1, 1)``, DeiT's setting), and a box of height and width ``sqrt(1 - lam)``
+    times the image's, centred on a uniform pixel and clipped to the image; the box's pixels are image
+    ``j``'s. The label is ``(1 - a) onehot(y_i) + a onehot(y_j)``, with ``a`` the share of the image the
+    clipped box covers (timm's "corrected" lambda). Every image gets its own box (timm's ``mode="elem"``).
+    The mixed label says how much of each image is there, not whether an object survived the cut: that
+    is what a teacher looking at the mixed image can tell.
+
+    Args:
+        images: ``(B, C, H, W)``.
+        labels: ``(B,)`` integer classes in ``[0, num_classes)``.
+        num_classes: ``K``.
+        generator: the random numbers' source (drawn on the CPU), for reproducible batches.
+    Returns:
+        ``(mixed, targets)``: ``(B, C, H, W)`` images and ``(B, K)`` float label probabilities (rows sum to 1).
+    """
+    if images.ndim != 4:
+        raise ValueError(f"images must be (batch, channels, height, width), got shape {tuple(images.shape)}")
+    b, _, h, w = images.shape
+    if labels.shape != (b,) or labels.is_floating_point():
+        raise ValueError(f"labels must be (batch,) = ({b},) integer classes, got shape {tuple(labels.shape)} "
+                         f"and {labels.dtype}")
+    lam = torch.rand(b, generator=generator)
+    partner = torch.randperm(b, generator=generator)
+    cut = (1 - lam).sqrt()
+    half_h, half_w = (cut * h).long() // 2, (cut * w).long() // 2
+    cy, cx = torch.randint(h, (b,), generator=generator), torch.randint(w, (b,), generator=generator)
+    rows, cols = torch.arange(h), torch.arange(w)
+    in_rows = (rows >= (cy - half_h).clamp(0, h)[:, None]) & (rows < (cy + half_h).clamp(0, h)[:, None])
+    in_cols = (cols >= (cx - half_w).clamp(0, w)[:, None]) & (cols < (cx + half_w).clamp(0, w)[:, None])
+    box = in_rows[:, :, None] & in_cols[:, None, :]                       # (B, H, W): pixels from the partner
+    area = box.flatten(1).float().mean(1)                                 # (B,): the share the partner gets
+    box, partner = box.to(images.device), partner.to(images.device)
+    mixed = torch.where(box[:, None], images[partner], images)
+    one_hot = F.one_hot(labels.long(), num_classes).float()
+    area = area.to(images.device)[:, None]
+    return mixed, (1 - area) * one_hot + area * one_hot[partner]

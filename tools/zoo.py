@@ -56,6 +56,7 @@ from course_lib.data import (
     scenes,
     shapes_dataset,
 )
+from course_lib.deit import combine_heads, cutmix
 from course_lib.dino import DINOPair, colour_jitter, random_multi_crop, teacher_momentum
 from course_lib.positional import resample_pos_embed
 from course_lib.probes import knn_accuracy, linear_probe_accuracy, view_retrieval_accuracy
@@ -278,6 +279,94 @@ def _small_cnn(name: str, train_set: int | None = None) -> Callable[[], Recipe]:
 
 
 # --------------------------------------------------------------------------
+# Distillation (chapter 9.6): the small ViT with and without DeiT's distillation token, on few labelled
+# scenes under CutMix, taught by the converged CNN
+# --------------------------------------------------------------------------
+DISTILL_TRAIN = 1000
+DISTILL_TEACHER = "cnn-scenes"
+DISTILL_SEEDS = (0, 1, 2)
+
+
+@functools.cache
+def distillation_teacher() -> nn.Module:
+    """The teacher of the distillation runs: the stored ``cnn-scenes`` (trained on fresh scenes), in eval mode."""
+    return zoo.load(DISTILL_TEACHER)[0]
+
+
+def _distill_recipe(name: str, distilled: bool, seed: int) -> Recipe:
+    """The small ViT's recipe on the ``DISTILL_TRAIN`` fixed scenes of ``vit-small-n1000``, with CutMix
+    (:func:`course_lib.deit.cutmix`) on every batch. ``distilled``: a DeiT (the same ViT plus the distillation
+    token and head), trained by DeiT's hard-label loss, the CLS head on the mixed true labels and the
+    distillation head on the teacher's argmax on each mixed image; otherwise the plain ViT on the mixed true
+    labels alone. For one seed both see the same batches and the same initial weights, all but the position
+    table (the DeiT's has one entry more and is drawn after the ViT's weights)."""
+    k = len(SCENE_CLASSES)
+
+    @functools.cache
+    def fixed() -> tuple[Tensor, Tensor]:
+        return zoo.scene_train_set(DISTILL_TRAIN, SCENE_SIZE)[:2]
+
+    def batch(step: int) -> tuple[Tensor, ...]:
+        g = _step_generator(seed, step)
+        idx = torch.randint(0, DISTILL_TRAIN, (128,), generator=g)
+        images, labels = fixed()
+        x, targets = cutmix(images[idx], labels[idx], k, g)
+        if not distilled:
+            return x, targets
+        with torch.no_grad():
+            return x, targets, distillation_teacher()(x)
+
+    def loss_fn(model, b):
+        if distilled:
+            return model.distillation_loss(*b, kind="hard")
+        return F.cross_entropy(model(b[0]), b[1])
+
+    def evaluate(model, device):
+        images, labels = fixed()
+        metrics = {"train_accuracy": zoo.scene_accuracy(model, images, labels, device)}
+        if not distilled:
+            return {"test_accuracy": zoo.scene_accuracy(model, device=device), **metrics}
+        return {**deit_test_accuracies(model, device), **metrics}
+
+    config = dict(SMALL_VIT)
+    return Recipe(
+        name=name, kind="deit" if distilled else "vit", config=config,
+        train=TrainConfig(lr=1e-3, weight_decay=0.05, betas=(0.9, 0.999), warmup_steps=SMALL_STEPS // 20,
+                          max_steps=SMALL_STEPS, min_lr_ratio=0.01, grad_clip=1.0, log_every=25, seed=seed),
+        data=(f"{DISTILL_TRAIN:,} fixed scenes (course_lib.zoo.scene_train_set({DISTILL_TRAIN}), those of "
+              f"vit-small-n{DISTILL_TRAIN}); batches of 128 drawn with replacement by a generator seeded by "
+              f"(seed, step), then CutMix (course_lib.deit.cutmix, per-image boxes, lambda uniform) from the same "
+              f"generator; " + (f"the distillation head learns the hard label of {DISTILL_TEACHER} (stored "
+                                f"weights, eval mode) on each mixed image, the CLS head the mixed true labels "
+                                f"(course_lib.deit.hard_distillation_loss)" if distilled else
+                                "cross-entropy on the mixed true labels") +
+              f": {k} classes {SCENE_CLASSES}; evaluated on {SCENE_TEST} fixed scenes "
+              f"(course_lib.zoo.scene_test_set) and on its {DISTILL_TRAIN} training scenes"),
+        batch=batch, loss_fn=loss_fn, evaluate=evaluate,
+        notes=("the students of chapter 9.6's distillation experiment: " +
+               ("DeiT, the distilled student" if distilled else "the plain ViT student") +
+               f"; seeds {DISTILL_SEEDS} of each"),
+        extra={"batch_size": 128, "classes": list(SCENE_CLASSES), "image_size": SCENE_SIZE,
+               "train_set": DISTILL_TRAIN, "augmentation": "cutmix",
+               "teacher": DISTILL_TEACHER if distilled else None},
+    )
+
+
+@torch.no_grad()
+def deit_test_accuracies(model: nn.Module, device: torch.device | str = "cpu", batch: int = 500) -> dict:
+    """A DeiT's accuracy on the test scenes: its output (the two heads' logits averaged), and each head alone."""
+    images, labels, _ = zoo.scene_test_set()
+    model.eval()
+    correct = torch.zeros(3, dtype=torch.float64)
+    for i in range(0, len(images), batch):
+        cls_logits, dist_logits = model.forward_heads(model.forward_features(images[i:i + batch].to(device)))
+        for j, logits in enumerate((combine_heads(cls_logits, dist_logits), cls_logits, dist_logits)):
+            correct[j] += (logits.argmax(-1).cpu() == labels[i:i + batch]).sum()
+    test, cls, dist = (correct / len(images)).tolist()
+    return {"test_accuracy": test, "cls_head_test_accuracy": cls, "dist_head_test_accuracy": dist}
+
+
+# --------------------------------------------------------------------------
 # seq2seq-dates: the encoder-decoder of chapter 6, translating dates
 # --------------------------------------------------------------------------
 def date_accuracy(model: nn.Module, device: torch.device | str = "cpu", beam_size: int = 1) -> float:
@@ -443,6 +532,11 @@ RECIPES: dict[str, Callable[[], Recipe]] = {
     "dino-vit": lambda: _dino_recipe("dino-vit"),
     "dino-vit-reg": lambda: _dino_recipe("dino-vit-reg", n_registers=4),
     "vit-small-shapes": _vit_shapes_recipe,
+    # distillation (chapter 9.6): the plain and the distilled student under CutMix, three seeds each
+    **{f"vit-small-cutmix-seed{k}": functools.partial(_distill_recipe, f"vit-small-cutmix-seed{k}", False, k)
+       for k in DISTILL_SEEDS},
+    **{f"deit-small-cutmix-seed{k}": functools.partial(_distill_recipe, f"deit-small-cutmix-seed{k}", True, k)
+       for k in DISTILL_SEEDS},
 }
 
 

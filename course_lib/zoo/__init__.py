@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from course_lib.cnn import ConvNet, ConvNetConfig
 from course_lib.data import date_pairs, scenes, shapes_with_masks, text_windows
 from course_lib.decoder_lm import DecoderLM, DecoderLMConfig
+from course_lib.deit import DeiT, DeiTConfig
 from course_lib.dinov2 import DINOv2, DINOv2Config
 from course_lib.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from course_lib.swin import Swin, SwinConfig
@@ -41,6 +42,7 @@ ZOO_DIR = Path(__file__).resolve().parent
 MODEL_KINDS: dict[str, tuple[type, type[nn.Module]]] = {
     "decoder_lm": (DecoderLMConfig, DecoderLM),
     "vit": (ViTConfig, ViT),
+    "deit": (DeiTConfig, DeiT),
     "dinov2": (DINOv2Config, DINOv2),
     "swin": (SwinConfig, Swin),
     "cnn": (ConvNetConfig, ConvNet),

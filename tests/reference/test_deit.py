@@ -13,6 +13,7 @@ from course_lib.deit import (
     DeiT,
     DeiTConfig,
     combine_heads,
+    cutmix,
     hard_distillation_loss,
     prepend_cls_and_distillation_tokens,
     soft_distillation_loss,
@@ -65,6 +66,58 @@ def test_soft_loss_matches_an_explicit_kl_with_temperature():
 # --------------------------------------------------------------------------
 # The losses: properties
 # --------------------------------------------------------------------------
+def test_hard_loss_takes_label_probabilities_and_one_hot_ones_give_the_index_loss():
+    cls, dist, teacher, labels = _logits(b=6, k=4, seed=3)
+    one_hot = F.one_hot(labels, 4).double()
+    torch.testing.assert_close(hard_distillation_loss(cls, dist, teacher, one_hot),
+                               hard_distillation_loss(cls, dist, teacher, labels))
+    mixed = 0.3 * one_hot + 0.7 * F.one_hot(labels.roll(1), 4).double()  # a CutMix label
+    expected = 0.5 * (0.3 * _explicit_ce(cls, labels) + 0.7 * _explicit_ce(cls, labels.roll(1))) \
+        + 0.5 * _explicit_ce(dist, teacher.argmax(-1))
+    torch.testing.assert_close(hard_distillation_loss(cls, dist, teacher, mixed), expected)
+    with pytest.raises(ValueError, match=r"probabilities must be \(batch, classes\) = \(6, 4\), got shape \(6, 3\)"):
+        hard_distillation_loss(cls, dist, teacher, one_hot[:, :3])
+
+
+# --------------------------------------------------------------------------
+# CutMix
+# --------------------------------------------------------------------------
+def test_cutmix_pastes_one_box_of_the_partner_and_mixes_the_labels_by_its_area():
+    b, k, h, w = 16, 5, 12, 10
+    images = torch.arange(b, dtype=torch.float64)[:, None, None, None].expand(b, 3, h, w).clone()  # image i is all i
+    labels = torch.arange(b) % k
+    mixed, targets = cutmix(images, labels, k, torch.Generator().manual_seed(0))
+    assert mixed.shape == images.shape and targets.shape == (b, k) and targets.dtype == torch.float32
+    torch.testing.assert_close(targets.sum(-1), torch.ones(b))
+    for i in range(b):
+        pasted = mixed[i, 0] != i                                 # pixels that came from another image
+        assert (mixed[i, 1:] == mixed[i, :1]).all()               # every channel alike
+        if pasted.any():
+            partner = int(mixed[i, 0][pasted][0])
+            assert (mixed[i, 0][pasted] == partner).all()         # from a single partner
+            rows, cols = pasted.any(1).nonzero().flatten(), pasted.any(0).nonzero().flatten()
+            assert pasted.sum() == len(rows) * len(cols)           # ... as one rectangle
+            share = pasted.double().mean().item()
+            expected = (1 - share) * F.one_hot(labels[i], k) + share * F.one_hot(labels[partner], k)
+            torch.testing.assert_close(targets[i], expected.float())
+
+
+def test_cutmix_is_reproducible_and_covers_every_share():
+    images, labels = torch.randn(256, 3, 32, 32), torch.randint(0, 6, (256,))
+    a = cutmix(images, labels, 6, torch.Generator().manual_seed(1))
+    b = cutmix(images, labels, 6, torch.Generator().manual_seed(1))
+    torch.testing.assert_close(a, b)
+    own = a[1][torch.arange(256), labels]  # the share of each image's own label (its partner may share it)
+    assert own.min() < 0.3 and own.max() == 1.0 and 0.55 < own.mean() < 0.85
+
+
+def test_cutmix_wants_a_batch_of_images_and_integer_labels():
+    with pytest.raises(ValueError, match=r"images must be \(batch, channels, height, width\)"):
+        cutmix(torch.randn(3, 8, 8), torch.zeros(3, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match=r"labels must be \(batch,\) = \(2,\) integer classes"):
+        cutmix(torch.randn(2, 3, 8, 8), torch.zeros(2), 2)
+
+
 def test_hard_loss_is_plain_ce_when_the_teacher_agrees_with_the_labels():
     cls, dist, _, labels = _logits(b=6, k=4, seed=2)
     teacher = F.one_hot(labels, 4).double() * 5.0 - 1.0        # the teacher's argmax is the label
