@@ -5,8 +5,9 @@
 
 A temporary course gets ``--students`` submissions of one assignment (a mix:
 the reference solution, the untouched release, and wrong implementations from
-the assignment's catalogue), then ``python -m tools.grade`` grades them all
-with ``--jobs`` parallel batches, as an instructor would. Prints the wall
+the assignment's catalogue; ``--assignment all``: that many of each of the 11),
+then ``python -m tools.grade`` grades them all with ``--jobs`` parallel
+batches, as an instructor would. Prints the wall
 time, seconds per submission and the spread of scores; a second run shows the
 cost of re-running when nothing changed (idempotent: nothing is graded again).
 
@@ -41,8 +42,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def build_class(course: Path, assignment: str, students: int) -> None:
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "solutions", course / "solutions")
+    if not (course / "solutions").is_dir():
+        shutil.copy(ROOT / "nbgrader_config.py", course)
+        shutil.copytree(ROOT / "solutions", course / "solutions")
+    if assignment == "all":  # the mix: ``students`` learners for each of the course's assignments
+        for slug in sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir()):
+            build_class(course, slug, students)
+        return
     (solution,) = sorted((course / "solutions" / assignment).glob("*.ipynb"))
     release = ROOT / "exercises" / assignment / solution.name
     wrong = runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{assignment}.py"))["WRONG"]
@@ -116,8 +122,9 @@ def main(argv=None) -> int:
         rows = list(csv.DictReader((course / "grades.csv").open()))
         spread = Counter(r["score"] for r in rows)
     how = f"a local cluster of {args.local_workers} worker(s)" if args.local_workers else f"{args.jobs} job(s)"
-    print(f"{args.students} submissions of {args.assignment}, {how}, {os.cpu_count()} CPU(s)")
-    print(f"  first run : {first:7.1f} s  = {first / args.students:5.2f} s per submission")
+    n = len(rows)
+    print(f"{n} submissions of {args.assignment}, {how}, {os.cpu_count()} CPU(s)")
+    print(f"  first run : {first:7.1f} s  = {first / n:5.2f} s per submission, {60 * n / first:5.1f} a minute")
     print(f"  re-run    : {again:7.1f} s  (nothing changed, nothing graded again)")
     print(f"  scores    : {dict(sorted(spread.items(), key=lambda kv: -float(kv[0])))}")
     return 0
