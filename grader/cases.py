@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -14,20 +15,36 @@ from torch import Tensor
 
 @dataclass
 class Case:
-    """One call of the function under test: its arguments and a readable label."""
+    """One call of the function under test: its arguments and a readable label.
+
+    ``naive``: for an exercise with a numerically naive formula (the one-pass
+    variance), its likely mistake and the same problem made easy for it
+    (:class:`NaiveFormula`); the checker names it when the learner's result is
+    wrong here but right there.
+    """
 
     args: tuple
     kwargs: dict = field(default_factory=dict)
     label: str = ""
+    naive: "NaiveFormula | None" = None
+
+    def __getstate__(self) -> dict:
+        """What a pickled case holds (the request the grading kernel reads): no ``naive``, grading's own hint,
+        whose formula lives with the assignments the kernel never sees."""
+        return {**self.__dict__, "naive": None}
+
+    def with_args(self, args: tuple, kwargs: dict, label: str | None = None) -> "Case":
+        """The same case (its label and its other fields) with other arguments."""
+        return dataclasses.replace(self, args=args, kwargs=kwargs, label=self.label if label is None else label)
 
     def map_tensors(self, fn: Callable[[Tensor], Tensor]) -> "Case":
         conv = lambda x: fn(x) if isinstance(x, Tensor) else x
-        return Case(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()}, self.label)
+        return self.with_args(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()})
 
     def clone(self) -> "Case":
         """A copy the function under test may not change the original through (tensors cloned, the rest deep-copied)."""
         keep = lambda x: x if isinstance(x, Tensor) or callable(x) else copy.deepcopy(x)
-        copied = Case(tuple(keep(a) for a in self.args), {k: keep(v) for k, v in self.kwargs.items()}, self.label)
+        copied = self.with_args(tuple(keep(a) for a in self.args), {k: keep(v) for k, v in self.kwargs.items()})
         return copied.map_tensors(lambda t: t.detach().clone())
 
     def in_float64(self) -> "Case":
@@ -38,7 +55,23 @@ class Case:
             if isinstance(x, torch.Generator):  # the reference must not advance the learner's generator
                 return copy.deepcopy(x)
             return x.double() if isinstance(x, Tensor) and x.is_floating_point() else x
-        return Case(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()}, self.label)
+        return self.with_args(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()})
+
+
+@dataclass(frozen=True)
+class NaiveFormula:
+    """A numerically naive formula, as a likely mistake that values alone cannot name.
+
+    The one-pass variance ``E[x^2] - E[x]^2`` is right in exact arithmetic and
+    wrong in floating point when the mean is large against the spread: no
+    variant of the reference run in float64 reproduces its rounding. So the
+    checker asks the learner's function the same question made easy for the
+    naive formula (``easy(case)``: the inputs moved to mean 0, in float64) and,
+    when the answer is right there, names ``message``.
+    """
+
+    message: str
+    easy: Callable[[Case], Case]
 
 
 def perturbed(case: Case, eps: float, g: torch.Generator) -> Case:
@@ -53,7 +86,7 @@ def in_dtype(case: Case, dtype: torch.dtype) -> Case:
         if isinstance(x, torch.nn.Module):
             return copy.deepcopy(x).to(dtype)
         return x.to(dtype) if isinstance(x, Tensor) and x.is_floating_point() else x
-    return Case(tuple(conv(a) for a in case.args), {k: conv(v) for k, v in case.kwargs.items()}, case.label)
+    return case.with_args(tuple(conv(a) for a in case.args), {k: conv(v) for k, v in case.kwargs.items()})
 
 
 def strided(t: Tensor) -> Tensor:
@@ -73,8 +106,8 @@ def with_strided_layout(case: Case) -> Case | None:
     changed = case.map_tensors(strided)
     if all(a is b for a, b in zip(tensors_of(changed), tensors_of(case))):
         return None
-    return Case(changed.args, changed.kwargs, f"{case.label}, non-contiguous inputs" if case.label else
-                "non-contiguous inputs")
+    return changed.with_args(changed.args, changed.kwargs, f"{case.label}, non-contiguous inputs" if case.label else
+                             "non-contiguous inputs")
 
 
 @dataclass(frozen=True)
@@ -93,7 +126,37 @@ class LargeInputs:
         args = tuple(a * self.factor if i in self.positions and isinstance(a, Tensor) and a.is_floating_point() else a
                      for i, a in enumerate(case.args))
         where = ", ".join(str(i + 1) for i in self.positions)
-        return Case(args, dict(case.kwargs), f"{case.label}, argument(s) {where} times {self.factor:g}")
+        return case.with_args(args, dict(case.kwargs), f"{case.label}, argument(s) {where} times {self.factor:g}")
+
+
+def is_integer(t: Tensor) -> bool:
+    """An integer tensor (not bool, not floating, not complex): ids, positions, lengths, labels, boxes."""
+    return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+
+
+def in_integer_dtype(case: Case, dtype: torch.dtype) -> Case:
+    """The case with its integer tensors in ``dtype`` (the values unchanged), named in the label."""
+    changed = case.map_tensors(lambda t: t.to(dtype) if is_integer(t) else t)
+    return changed.with_args(changed.args, changed.kwargs,
+                             f"{case.label}, integer inputs in {dtype_name(dtype)}" if case.label else
+                             f"integer inputs in {dtype_name(dtype)}")
+
+
+def integer_dtype_repeats(cases: list[Case], dtypes: tuple[torch.dtype, ...], per_dtype: int = 3) -> list[Case]:
+    """Repeats of the first cases holding integer tensors, ``per_dtype`` for each of ``dtypes``.
+
+    An exercise that takes ids, positions, lengths or labels as "integer
+    tensors" takes them in any integer dtype torch can use for the job (int32
+    as well as int64: what a tokenizer or a data loader hands over), and a
+    result computed from them keeps their dtype. Appended after the int64
+    cases, so that ordinary mistakes are named on ordinary inputs first.
+    """
+    with_ints = [c for c in cases if any(is_integer(t) for t in tensors_of(c))]
+    if not with_ints:
+        return []
+    picks = [[with_ints[(k * per_dtype + j) % len(with_ints)] for j in range(min(per_dtype, len(with_ints)))]
+             for k in range(len(dtypes))]
+    return [in_integer_dtype(c, dtype) for dtype, chosen in zip(dtypes, picks) for c in chosen]
 
 
 def tensors_of(case: Case) -> list[Tensor]:

@@ -15,12 +15,13 @@ test cell as partial credit.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor
 
-from .cases import Case, tensors_of
+from .cases import Case, dtype_name, is_integer, tensors_of
 from .compare import check_gradients, close, describe_diff, describe_value, same_value, value_tolerance
 from .diagnosis import Mistake, first_divergence, match_mistake, match_table_mistake, match_value_mistake
 from .failures import ExerciseFailure
@@ -45,7 +46,29 @@ def call_learner(learner: Learner | Callable, case: Case, name: str, forbidden: 
         raise ExerciseFailure(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
                               "with your code.") from None
     except Exception as exc:  # the learner's bug, reported with the case
-        raise ExerciseFailure(f"{name} raised {type(exc).__name__}: {exc} ({label}).") from None
+        raise ExerciseFailure(f"{name} raised {type(exc).__name__}: {exc} ({label})."
+                              + integer_dtype_hint(case)) from None
+
+
+def integer_dtype_hint(case: Case) -> str:
+    """For a call that failed on integer inputs other than int64: the likely mistake, that the code takes int64 only."""
+    others = sorted({dtype_name(t.dtype) for t in tensors_of(case) if is_integer(t) and t.dtype != torch.int64})
+    if not others:
+        return ""
+    return (f" Likely mistake: your code only handles int64 integer inputs; the ones here are {', '.join(others)}. "
+            "Accept any integer dtype: convert with .long() where torch needs int64 indices (one_hot, scatter, "
+            "cross_entropy), and build integer results in the input's dtype.")
+
+
+def dtype_message(name: str, out: Tensor, expected: torch.dtype, case: Case, label: str) -> str:
+    """The message for a result of the wrong dtype; for integer inputs, that the result's dtype follows them."""
+    msg = f"{name} returned dtype {out.dtype}, expected {expected} ({label})."
+    ints = [t.dtype for t in tensors_of(case) if is_integer(t)]
+    if is_integer(torch.empty(0, dtype=expected)) and expected in ints:
+        return (msg + f" The result is {dtype_name(out.dtype)} for {dtype_name(expected)} input: the dtype should "
+                "follow the input (build it with torch.full_like / new_full, or from the input's own values; "
+                "torch.full and torch.tensor make int64).")
+    return msg + " Keep the dtype of the inputs; do not convert to another precision (or to float for a mask)."
 
 
 def _inputs(case: Case) -> list:
@@ -135,15 +158,14 @@ def check_function(
             msg += match_mistake(out, pristine, diagnoses, ref64, exact=True)
             raise ExerciseFailure(msg)
         if out.dtype != expected_dtype:
-            raise ExerciseFailure(
-                f"{name} returned dtype {out.dtype}, expected {expected_dtype} ({label}). "
-                "Keep the dtype of the inputs; do not convert to another precision (or to float for a mask)."
-            )
+            raise ExerciseFailure(dtype_message(name, out, expected_dtype, pristine, label))
         atol, rtol = value_tolerance(reference, pristine, ref64, formulations)
         if not close(out, ref64, atol, rtol):
             found = match_mistake(out, pristine, diagnoses, ref64)
-            if torch.isnan(out).any() and not torch.isnan(ref64).any() and not found:
-                found = " Your result contains NaN where the reference has none."
+            found = found or naive_numerics(learner, reference, pristine, name, forbidden, allowed, formulations)
+            if not found and (torch.isnan(out).any() and not torch.isnan(ref64).any()
+                              or torch.isinf(out).any() and not torch.isinf(ref64).any()):
+                found = " Your result contains NaN or infinite values where the reference has none."
             if not found:
                 found = first_divergence(learner, reference, pristine, forbidden, allowed)
             raise ExerciseFailure(f"{name} gives wrong values ({label}): {describe_diff(out, ref64)}.{found}")
@@ -157,12 +179,74 @@ def check_function(
     return None
 
 
+def naive_numerics(learner: Learner, reference: Callable, case: Case, name: str, forbidden=(), allowed=(),
+                   formulations: tuple = ()) -> str:
+    """The likely mistake of a numerically naive formula (``case.naive``), when the learner's code, wrong on this
+    case, is right on the same problem made easy for that formula (the inputs moved to mean 0, in float64)."""
+    if case.naive is None:
+        return ""
+    try:
+        easy = case.naive.easy(case.clone())
+        with torch.no_grad():
+            expected = reference(*easy.in_float64().args, **easy.in_float64().kwargs)
+        atol, rtol = value_tolerance(reference, easy, expected, formulations)
+        out = as_learner(learner).call(easy.clone(), name, forbidden, allowed)
+    except Exception:
+        return ""
+    if isinstance(out, Tensor) and out.shape == expected.shape and close(out, expected, atol, rtol):
+        return " Likely mistake: " + case.naive.message
+    return ""
+
+
+def _kind(x: Any) -> str:
+    if isinstance(x, Tensor):
+        return "a torch.Tensor"
+    if isinstance(x, bool):
+        return "a bool"
+    if isinstance(x, numbers.Integral):
+        return "an int"
+    if isinstance(x, numbers.Real):
+        return "a float"
+    return {list: "a list", tuple: "a tuple", dict: "a dict", str: "a str", type(None): "None"}.get(
+        type(x), f"a {type(x).__name__}")
+
+
+def container_mismatch(out: Any, expected: Any, where: str = "the result") -> str:
+    """Where a result equal in value to the reference's has other types: a list for a tuple, a 0-d tensor for an
+    int... ("" when the types agree). Containers must be of the reference's kind, numbers plain Python numbers."""
+    if isinstance(expected, (list, tuple)):
+        if type(out) is not type(expected):
+            return f"{where} is {_kind(out)} where {_kind(expected)} is expected"
+        for i, (a, b) in enumerate(zip(out, expected)):
+            found = container_mismatch(a, b, f"item {i} of {where}")
+            if found:
+                return found
+        return ""
+    if isinstance(expected, dict):
+        for key in expected:
+            found = container_mismatch(out[key], expected[key], f"{where}[{key!r}]")
+            if found:
+                return found
+        return ""
+    if isinstance(expected, numbers.Number) and not isinstance(expected, bool):
+        plain = isinstance(out, numbers.Real) and not isinstance(out, bool)
+        if not plain or (isinstance(expected, numbers.Integral) and not isinstance(out, numbers.Integral)):
+            return f"{where} is {_kind(out)} where {_kind(expected)} is expected"
+    return ""
+
+
 def check_value(name, out, expected, pristine: Case, mine: Case, diagnoses: Sequence[Mistake], label: str) -> None:
     if out is None and expected is not None:
         raise ExerciseFailure(f"{name} returned None ({label}). Did you forget to `return` the result?")
     if not same_value(out, expected):
         found = match_value_mistake(out, pristine, diagnoses, expected)
         raise ExerciseFailure(f"{name} gives a wrong result ({label}): {describe_value(out, expected)}.{found}")
+    mismatch = container_mismatch(out, expected)
+    if mismatch:
+        raise ExerciseFailure(
+            f"{name} returns the right values in the wrong types ({label}): {mismatch}. Return what the exercise "
+            "says: a tuple where it says a tuple (a pair (a, b) is a tuple, not a list), a list where it says a "
+            "list, and plain Python numbers (int(...), .item() or .tolist() turn 0-d tensors into them).")
     if not same_value([*mine.args, *mine.kwargs.values()], [*pristine.args, *pristine.kwargs.values()]):
         raise ExerciseFailure(f"{name} modified one of its inputs in place ({label}); work on a copy instead.")
 

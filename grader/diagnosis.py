@@ -33,6 +33,9 @@ class Mistake:
 
 
 def match_mistake(out: Tensor, case: Case, diagnoses: Sequence[Mistake], ref64: Tensor, exact: bool = False) -> str:
+    """The likely mistake whose variant the learner's result matches; where several match (two mistakes that
+    agree closely on this case, GELU and its tanh approximation), the closest, the first listed on a tie."""
+    best: tuple[float, str] | None = None
     for mistake in diagnoses:
         c = case.in_float64()
         try:
@@ -52,8 +55,11 @@ def match_mistake(out: Tensor, case: Case, diagnoses: Sequence[Mistake], ref64: 
         if out.dtype in (torch.float64, torch.float32):
             atol, rtol = atol * 1e-2, rtol * 1e-2
         if close(out, wrong, atol, rtol) and not close(wrong, ref64, atol, rtol):
-            return " Likely mistake: " + mistake.message
-    return ""
+            gap = torch.nan_to_num((out.detach().double() - wrong.detach().double()).abs(), nan=0.0, posinf=0.0)
+            distance = float(gap.max()) if gap.numel() else 0.0
+            if best is None or distance < best[0]:
+                best = (distance, mistake.message)
+    return "" if best is None else " Likely mistake: " + best[1]
 
 
 def match_value_mistake(out: Any, case: Case, diagnoses: Sequence[Mistake], expected: Any) -> str:

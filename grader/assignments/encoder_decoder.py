@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from course_lib import seq2seq as _reference
-from grader.cases import Case, LargeInputs, alternating_dtype, dtype_name, randint, randn
+from grader.cases import Case, LargeInputs, alternating_dtype, dtype_name, integer_dtype_repeats, randint, randn
 from grader.checker import call_learner
 from grader.diagnosis import Mistake
 from grader.failures import ExerciseFailure
@@ -43,7 +43,7 @@ def shift_right_cases(seed: int = 0, n: int = 16) -> list[Case]:
         tgt = torch.randint(3, 50, (b, t), generator=g)
         bos = [1, 7, 0, 99][i % 4]
         cases.append(Case((tgt, bos), label=f"tgt {tuple(tgt.shape)}, bos_id={bos}"))
-    return cases
+    return cases + integer_dtype_repeats(cases, (torch.int32, torch.int16, torch.uint8,))
 
 
 SHIFT_RIGHT_MISTAKES = [
@@ -79,7 +79,8 @@ def mask_cases(seed: int = 0, n: int = 16) -> list[Case]:
     # First, a fixed case with n > 1, a full, a partly padded and an empty sequence: on the (1, 1) masks
     # of a first case with n = 1 an inverted mask looks like one whose causal part excludes the diagonal.
     lengths = torch.tensor([4, 2, 0])
-    return [Case((lengths, 4), label=f"tgt_lengths={lengths.tolist()}, n=4")] + cases
+    cases = [Case((lengths, 4), label=f"tgt_lengths={lengths.tolist()}, n=4")] + cases
+    return cases + integer_dtype_repeats(cases, (torch.int32, torch.int16, torch.uint8))
 
 
 def _pos(lengths, n):
@@ -171,6 +172,8 @@ def loss_cases(seed: int = 0, n: int = 20) -> list[Case]:
         dtype = alternating_dtype(i)
         spread = [1.0, 4.0, 30.0][i % 3]
         logits = randn(g, shape + (V,), dtype, spread)
+        if i == 2:  # the first large spread (float32): moved up so that exp overflows whatever the seed; the
+            logits = logits + max(0.0, 95.0 - float(logits.max()))  # loss does not change with a shift
         ignore = [0, -100, 1][i % 3]
         target = torch.randint(0, V, shape, generator=g)
         if ignore >= 0:
@@ -184,7 +187,7 @@ def loss_cases(seed: int = 0, n: int = 20) -> list[Case]:
         label = (f"logits {tuple(logits.shape)}, {dtype_name(dtype)}, spread {spread:g}, "
                  f"smoothing={eps}, ignore_index={ignore}, {int(drop.sum())} ignored positions")
         cases.append(Case((logits, target, eps, ignore), label=label))
-    return cases
+    return cases + integer_dtype_repeats(cases, (torch.int32,))
 
 
 def _ls(logits, target, eps, ignore, *, uniform="mean", denom="kept", keep_pad=False, dim=-1, off_true=False,

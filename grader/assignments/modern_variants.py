@@ -29,7 +29,16 @@ from torch import Tensor
 
 from course_lib.blocks import residual
 from course_lib.decoder_lm import next_token_loss, sample_next_token, swiglu
-from grader.cases import Case, LargeInputs, alternating_dtype, dtype_name, randint, randn, stand_in_block
+from grader.cases import (
+    Case,
+    LargeInputs,
+    alternating_dtype,
+    dtype_name,
+    integer_dtype_repeats,
+    randint,
+    randn,
+    stand_in_block,
+)
 from grader.diagnosis import Mistake
 from grader.registry import Assignment, Comparison, Exercise
 
@@ -224,7 +233,7 @@ def rope_cases(seed: int = 0, n: int = 30) -> list[Case]:
         base = [10000.0, 100.0, 10.0, 500000.0][(i // 5) % 4]
         cases.append(Case((x, positions, base),
                           label=f"x {tuple(x.shape)}, {what}, base={base:g}, {dtype_name(dtype)}"))
-    return cases
+    return cases + integer_dtype_repeats(cases, (torch.int32, torch.int16,))
 
 
 def _rope_variant(interleave=False, scale=2.0, rot="half", base_fixed=None, pos_shift=0):
@@ -268,7 +277,8 @@ ROPE_MISTAKES = [
 # Exercise: the next-token loss
 # --------------------------------------------------------------------------
 def reference_next_token_loss(logits: Tensor, ids: Tensor, ignore_index: int | None = None) -> Tensor:
-    return next_token_loss(logits, ids, ignore_index)
+    """:func:`course_lib.decoder_lm.next_token_loss`, for ids in any integer dtype (its cross_entropy takes int64)."""
+    return next_token_loss(logits, ids.long(), ignore_index)
 
 
 def loss_cases(seed: int = 0, n: int = 30) -> list[Case]:
@@ -277,6 +287,8 @@ def loss_cases(seed: int = 0, n: int = 30) -> list[Case]:
     cases = []
     for i in range(n):
         b, t = randint(g, 1, 4), randint(g, 2, 9)
+        if i % 3 == 1:  # with ignored targets: two targets or more per sequence, so that a mean per sequence
+            t = max(t, 3)  # differs from the mean over every kept target
         v = [3, 5, 11, 17][randint(g, 0, 4)]
         if i % 6 == 2:
             v = t  # vocabulary as long as the sequence: a transposed loss keeps the right shapes
@@ -298,7 +310,7 @@ def loss_cases(seed: int = 0, n: int = 30) -> list[Case]:
         else:
             cases.append(Case((logits, ids),
                               label=f"logits {tuple(logits.shape)}, no ignore_index, {dtype_name(dtype)}"))
-    return cases
+    return cases + integer_dtype_repeats(cases, (torch.int32,))
 
 
 def _ce(logits, targets, ignore_index=None, reduce="mean", norm=-1):
@@ -438,7 +450,7 @@ ASSIGNMENT = Assignment("07-modern-variants", "modern_variants.ipynb", (
     )),
     Exercise("next_token_loss", 3, (
         Comparison(reference_next_token_loss, loss_cases, seed=74, mistakes=LOSS_MISTAKES, forbidden=CROSS_ENTROPY,
-                   check_grad=True, hard=(LargeInputs(20.0, (0,)),)),
+                   check_grad=True, hard=(LargeInputs(100.0, (0,)),)),
     )),
     Exercise("sample_next_token", 3, (
         Comparison(reference_sample_next_token, sample_cases, seed=75, mistakes=SAMPLE_MISTAKES,

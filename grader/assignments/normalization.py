@@ -2,7 +2,8 @@
 
 Cases cover 0 to 3 leading axes, widths from 1 up, float32 and float64, inputs
 of very small and very large spread, inputs with a large mean (which breaks the
-one-pass variance ``E[x^2] - E[x]^2`` in float32), epsilons large enough to
+one-pass variance ``E[x^2] - E[x]^2`` in float32, forward and backward: a
+learner whose code is right on them in float64 is told so), epsilons large enough to
 matter, and, for BatchNorm, padded sequence batches whose padding slots hold
 junk. Each :class:`~grader.assignments.Mistake` is a plausible wrong
 implementation written as a variant of the reference; the grader names it when
@@ -11,11 +12,13 @@ a learner's result matches it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import Tensor
 
 from course_lib import norms as _reference
-from grader.cases import Case, alternating_dtype, dtype_name, randint, randn
+from grader.cases import Case, NaiveFormula, alternating_dtype, dtype_name, randint, randn
 from grader.diagnosis import Mistake
 from grader.guards import LAYER_NORM
 from grader.registry import Assignment, Comparison, Exercise
@@ -66,14 +69,57 @@ def _feature_cases(seed: int, n: int, *, shift: bool, large_mean: bool, leading=
         label = f"x {tuple(x.shape)}, {dtype_name(dtype)}, spread {scale:g}, eps={eps:g}"
         cases.append(Case(args, label=label + (", width 1 (the variance is 0)" if d == 1 else "")))
     if large_mean:  # last, so that ordinary mistakes are named on ordinary inputs first
-        for lead, d, mean in [((4, 8), 32, 1e3), ((3,), 16, 1e4), ((2, 5), 64, -3e3), ((6,), 8, 1e4)]:
-            x = _draw(g, lead + (d,), torch.float32, 1.0, mean)
-            gamma, beta = _draw(g, (d,), torch.float32, 1.0, 1.0), _draw(g, (d,), torch.float32)
-            args = (x, gamma, beta, 1e-5) if shift else (x, gamma, 1e-5)
-            cases.append(Case(args, label=(
-                f"x {tuple(x.shape)}, float32, mean {mean:g} and spread 1, eps=1e-05; with a mean this large, "
-                "E[x^2] - E[x]^2 loses every digit of the variance in float32: subtract the mean first"
-            )))
+        cases += large_mean_cases(g, shift=shift)
+    return cases
+
+
+def _centered(position: int, per_feature: bool = False):
+    """``easy(case)`` for :class:`~grader.cases.NaiveFormula`: the case in float64 with the tensor at ``position``
+    moved to mean 0, per token (over the last axis) or, ``per_feature``, per feature over the real tokens (BatchNorm's
+    statistics, the mask included). Every normalization here is unchanged by that move; the one-pass variance
+    is then exact enough."""
+    def easy(case: Case) -> Case:
+        case = case.in_float64()
+        x = case.args[position]
+        if per_feature:
+            tokens = x.reshape(-1, x.shape[-1])
+            mask = case.kwargs.get("mask")
+            if mask is not None:
+                tokens = tokens[mask.reshape(-1)]
+            mean = tokens.mean(dim=0)
+        else:
+            mean = x.mean(dim=-1, keepdim=True)
+        args = case.args[:position] + (x - mean,) + case.args[position + 1:]
+        return case.with_args(args, dict(case.kwargs), f"{case.label}, moved to mean 0 in float64")
+    return easy
+
+
+_NAIVE_VARIANCE = (
+    "the variance is computed as E[x^2] - E[x]^2 (the mean of the squares minus the square of the mean), which "
+    "loses precision when the mean is large against the spread: your code is right on the same inputs moved to "
+    "mean 0. Use the mean of the squared deviations, ((x - mean)^2).mean(): subtract the mean first."
+)
+#: the one-pass variance, for LayerNorm (x first), its backward pass (x second) and BatchNorm
+NAIVE_VARIANCE = NaiveFormula(_NAIVE_VARIANCE, _centered(0))
+NAIVE_VARIANCE_BACKWARD = NaiveFormula(_NAIVE_VARIANCE, _centered(1))
+NAIVE_VARIANCE_BATCH = NaiveFormula(_NAIVE_VARIANCE, _centered(0, per_feature=True))
+
+
+def _naive(cases: list[Case], formula: NaiveFormula) -> list[Case]:
+    """The cases, each with the naive formula's likely mistake attached."""
+    return [dataclasses.replace(c, naive=formula) for c in cases]
+
+
+def large_mean_cases(g: torch.Generator, *, shift: bool) -> list[Case]:
+    """``(x, gamma[, beta], eps)`` in float32 with means from 1e3 to 1e4 (either sign) and spread 1: the one-pass
+    variance ``E[x^2] - E[x]^2`` cancels to noise (or below zero), while subtracting the mean first is exact
+    enough (:data:`NAIVE_VARIANCE` names the mistake)."""
+    cases = []
+    for lead, d, mean in [((4, 8), 32, 1e3), ((3,), 16, 1e4), ((2, 5), 64, -3e3), ((6,), 8, 1e4)]:
+        x = _draw(g, lead + (d,), torch.float32, 1.0, mean)
+        gamma, beta = _draw(g, (d,), torch.float32, 1.0, 1.0), _draw(g, (d,), torch.float32)
+        args = (x, gamma, beta, 1e-5) if shift else (x, gamma, 1e-5)
+        cases.append(Case(args, label=f"x {tuple(x.shape)}, float32, a large mean ({mean:g}) and spread 1, eps=1e-05"))
     return cases
 
 
@@ -82,12 +128,13 @@ def _feature_cases(seed: int, n: int, *, shift: bool, large_mean: bool, leading=
 # --------------------------------------------------------------------------
 def layer_norm_cases(seed: int = 0, n: int = 28) -> list[Case]:
     """``(x, gamma, beta, eps)``: 1 to 3 leading axes, widths 1 to 64, both dtypes, large eps, large means."""
-    return _feature_cases(seed, n, shift=True, large_mean=True)
+    return _naive(_feature_cases(seed, n, shift=True, large_mean=True), NAIVE_VARIANCE)
 
 
 def layer_norm_grad_cases(seed: int = 0, n: int = 10) -> list[Case]:
     """Cases for the gradient check: moderate inputs (no large mean), widths of at least 2."""
-    return [c for c in _feature_cases(seed, n + 3, shift=True, large_mean=False) if c.args[0].shape[-1] > 1][:n]
+    cases = [c for c in _feature_cases(seed, n + 3, shift=True, large_mean=False) if c.args[0].shape[-1] > 1][:n]
+    return _naive(cases, NAIVE_VARIANCE)
 
 
 def _ln(x, gamma, beta, eps, *, var=None, eps_out=False, no_sqrt=False, dims=(-1,)):
@@ -254,15 +301,13 @@ def batch_norm_cases(seed: int = 0, n: int = 30) -> list[Case]:
     x = torch.where(mask[..., None], x, torch.zeros_like(x))
     gamma, beta = _draw(g, (8,), torch.float32, 1.0, 1.0), _draw(g, (8,), torch.float32)
     cases.append(Case((x, gamma, beta, 1e-5), {"mask": mask}, label=(
-        "x (4, 6, 8), float32, mean 2000 and spread 1, eps=1e-05, padding mask, lengths [6, 3, 5, 1] (zeros in the "
-        "padding); with a mean this large, E[x^2] - E[x]^2 loses every digit of the variance in float32: subtract the "
-        "mean first"
-    )))
+        "x (4, 6, 8), float32, a large mean (2000) and spread 1, eps=1e-05, padding mask, lengths [6, 3, 5, 1] "
+        "(zeros in the padding)")))
     # a single real token: its variance is 0 and the output is beta
     x = randn(g, (1, 1, 4))
     cases.append(Case((x, torch.ones(4, dtype=torch.float64), torch.arange(4.0, dtype=torch.float64), 1e-5),
                       label="x (1, 1, 4): a single token, variance 0"))
-    return cases
+    return _naive(cases, NAIVE_VARIANCE_BATCH)
 
 
 def batch_norm_grad_cases(seed: int = 0, n: int = 8) -> list[Case]:
@@ -347,14 +392,15 @@ BATCH_NORM_MISTAKES = [
 # layer_norm_backward(grad_out, x, gamma, eps)
 # --------------------------------------------------------------------------
 def layer_norm_backward_cases(seed: int = 0, n: int = 24) -> list[Case]:
-    """``(grad_out, x, gamma, eps)``: the layer_norm cases with a random upstream gradient."""
+    """``(grad_out, x, gamma, eps)``: the layer_norm cases with a random upstream gradient, inputs with a large
+    mean last (the gradient goes through the variance: the one-pass variance loses it there too)."""
     g = torch.Generator().manual_seed(seed + 1)
     cases = []
-    for c in _feature_cases(seed, n, shift=False, large_mean=False):
+    for c in _feature_cases(seed, n, shift=False, large_mean=True):
         x, gamma, eps = c.args
         up = _draw(g, x.shape, x.dtype)
-        cases.append(Case((up, x, gamma, eps), label=c.label + ", random grad_out"))
-    return cases
+        cases.append(c.with_args((up, x, gamma, eps), {}, label=c.label + ", random grad_out"))
+    return _naive(cases, NAIVE_VARIANCE_BACKWARD)
 
 
 def _ln_bwd(up, x, gamma, eps, *, mean_path=True, var_path=True, use_gamma=True, unbiased=False, var_sign=1.0,

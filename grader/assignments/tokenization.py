@@ -159,6 +159,9 @@ def train_cases(seed: int = 0, n: int = 16) -> list[Case]:
             label = f"random bytes of length {length}"
         k = rng.choice([1, 2, 5, 10, 30])
         cases.append(Case((ids, k), label=f"{label}, {k} merges"))
+    # last, whatever the seed: a pair seen twice that one merge replaces once (its occurrences overlap)
+    cases.append(Case(([7, 7, 7], 2), label="three equal ids, 2 merges: the pair (7, 7) occurs twice (overlapping), "
+                                            "though merging it replaces it once"))
     return cases
 
 
@@ -171,6 +174,7 @@ def encode_cases(seed: int = 0, n: int = 16) -> list[Case]:
         Case(("aaab", _T.train_merges(list(b"aaabdaaabac"), 10)), label="'aaab' with the merges of 'aaabdaaabac'"),
         Case(("abc", bcab), label="'abc' with merges [(b, c), (a, b)] (the pair learned first wins)"),
         Case(("anything", []), label="no merges"),
+        Case(("naïve 日本", []), label="'naïve 日本', no merges (accents, and characters above U+00FF)"),
     ]
     for _ in range(n):
         train = rng.choice(_TEXTS)
@@ -180,6 +184,9 @@ def encode_cases(seed: int = 0, n: int = 16) -> list[Case]:
         if rng.random() < 0.3:
             text = text[::-1]
         cases.append(Case((text, merges), label=f"{text!r} with {len(merges)} merges learned on {train!r}"))
+    # last, whatever the seed: a merge that does not apply, then one that does
+    cases.append(Case(("abab", [(120, 120), (97, 98)]), label="'abab' with merges [(x, x), (a, b)]: the first "
+                                                             "does not occur in the text, the second does"))
     return cases
 
 

@@ -757,3 +757,59 @@ def offset_rotation(k, dim, base=10000.0):
     return R
 '''),
 ]
+
+# The contract's last gaps (issue 27): the element types of returned containers (tuples where the text says tuples,
+# plain ints where it says ints).
+WRONG += [
+    dict(exercise="most_frequent_pair", diagnosis="the result is a list where a tuple is expected",
+         mistake="returns the pair as a list [a, b]", source='''
+def most_frequent_pair(ids):
+    counts = {}
+    for i in range(len(ids) - 1):
+        key = (ids[i], ids[i + 1])
+        counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return None
+    best = min(counts, key=lambda p: (-counts[p], p))
+    return [best[0], best[1]]
+'''),
+    dict(exercise="most_frequent_pair", diagnosis="item 0 of the result is a torch.Tensor where an int is expected",
+         mistake="counts with torch.unique(dim=0) and returns a tuple of 0-d tensors", source='''
+def most_frequent_pair(ids):
+    if len(ids) < 2:
+        return None
+    t = torch.tensor(ids)
+    pairs = torch.stack([t[:-1], t[1:]], dim=1)
+    uniq, counts = torch.unique(pairs, dim=0, return_counts=True)  # rows sorted: ties go to the smallest
+    best = uniq[counts.argmax()]
+    return (best[0], best[1])
+'''),
+    dict(exercise="train_bpe", diagnosis="item 0 of the result is a list where a tuple is expected",
+         mistake="records each merge as a list [a, b]", source='''
+def train_bpe(ids, n_merges):
+    ids, merges = list(ids), []
+    for k in range(n_merges):
+        pair = most_frequent_pair(ids)
+        if pair is None or sum(1 for p in zip(ids, ids[1:]) if p == pair) < 2:
+            break
+        merges.append([pair[0], pair[1]])
+        ids = merge(ids, pair, 256 + k)
+    return merges
+'''),
+    dict(exercise="encode", diagnosis="item 0 of the result is a torch.Tensor where an int is expected",
+         mistake="works on a tensor of ids and returns list(tensor): a list of 0-d tensors", source='''
+def encode(text, merges):
+    ids = torch.tensor(list(text.encode("utf-8")), dtype=torch.long)
+    for k, (a, b) in enumerate(merges):
+        out, i = [], 0
+        while i < len(ids):
+            if i + 1 < len(ids) and ids[i] == a and ids[i + 1] == b:
+                out.append(256 + k)
+                i += 2
+            else:
+                out.append(int(ids[i]))
+                i += 1
+        ids = torch.tensor(out, dtype=torch.long)
+    return list(ids)
+'''),
+]

@@ -15,7 +15,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     var = x.var(dim=-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 '''),
-    dict(exercise="layer_norm", diagnosis="gives wrong values",
+    dict(exercise="layer_norm", diagnosis="the variance is computed as E[x^2] - E[x]^2",
          mistake="one-pass variance E[x^2] - E[x]^2 (cancellation in float32)", source='''
 def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
@@ -471,5 +471,50 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     dvar = (dxhat * xc).sum(dim=-1, keepdim=True) * (-0.5) * inv ** 3
     dmu = -(dxhat * inv).sum(dim=-1, keepdim=True) + dvar * (-2.0 * xc).mean(dim=-1, keepdim=True)
     return dxhat * inv + dvar * 2.0 * xc / d + dmu / d
+'''),
+]
+
+# The contract's last gaps (issue 27): a large mean wherever a variance is computed or differentiated through.
+WRONG += [
+    dict(exercise="layer_norm", diagnosis="the variance is computed as E[x^2] - E[x]^2",
+         mistake="one-pass variance from sums (torch.var_mean would be fine; sum(x^2)/d - mean^2 is not)", source='''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    d = x.shape[-1]
+    s1, s2 = x.sum(-1, keepdim=True), (x * x).sum(-1, keepdim=True)
+    mean = s1 / d
+    var = (s2 - s1 * mean) / d
+    return (x - mean) * torch.rsqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="batch_norm", diagnosis="the variance is computed as E[x^2] - E[x]^2",
+         mistake="one-pass masked variance E[x^2] - E[x]^2 over the real tokens", source='''
+def batch_norm(x, gamma, beta, eps=1e-5, mask=None):
+    m = torch.ones(x.shape[:-1], dtype=x.dtype) if mask is None else mask.to(x.dtype)
+    m = m[..., None]
+    dims = tuple(range(x.ndim - 1))
+    n = m.sum(dim=dims)
+    mean = (x * m).sum(dim=dims) / n
+    var = (x * x * m).sum(dim=dims) / n - mean ** 2
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+'''),
+    dict(exercise="layer_norm_backward", diagnosis="the variance is computed as E[x^2] - E[x]^2",
+         mistake="the backward pass with the one-pass variance E[x^2] - E[x]^2", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = (x * x).mean(dim=-1, keepdim=True) - mean * mean
+    rstd = 1.0 / torch.sqrt(var + eps)
+    xhat = (x - mean) * rstd
+    g = grad_out * gamma
+    return (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True)) * rstd
+'''),
+    dict(exercise="layer_norm_backward", diagnosis="the variance is computed as E[x^2] - E[x]^2",
+         mistake="the backward pass written with sums and the one-pass variance", source='''
+def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
+    d = x.shape[-1]
+    s1, s2 = x.sum(-1, keepdim=True), (x * x).sum(-1, keepdim=True)
+    var = s2 / d - (s1 / d) ** 2
+    xhat = (x - s1 / d) / torch.sqrt(var + eps)
+    g = grad_out * gamma
+    dxhat_sum, dxhat_xhat_sum = g.sum(-1, keepdim=True), (g * xhat).sum(-1, keepdim=True)
+    return (d * g - dxhat_sum - xhat * dxhat_xhat_sum) / (d * torch.sqrt(var + eps))
 '''),
 ]

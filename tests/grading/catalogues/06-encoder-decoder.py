@@ -513,3 +513,54 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
     return torch.cat(outs, dim=-1) @ w_o.T
 '''),
 ]
+
+# The contract's last gaps (issue 27): ids and lengths in any integer dtype, the result's dtype following them.
+WRONG += [
+    dict(exercise="shift_right", diagnosis="the dtype should follow the input",
+         mistake="BOS column made with torch.full (int64): int32 ids come back int64", source='''
+def shift_right(tgt, bos_id):
+    bos = torch.full((tgt.shape[0], 1), bos_id)
+    return torch.cat([bos, tgt[:, :-1]], dim=1)
+'''),
+    dict(exercise="shift_right", diagnosis="the dtype should follow the input",
+         mistake="result allocated as a long tensor, filled by slices", source='''
+def shift_right(tgt, bos_id):
+    out = torch.empty(tgt.shape, dtype=torch.long)
+    out[:, 0] = bos_id
+    out[:, 1:] = tgt[:, :-1]
+    return out
+'''),
+    dict(exercise="decoder_self_attention_mask", diagnosis="only handles int64 integer inputs",
+         mistake="padding from one_hot(lengths).cumsum (one_hot takes int64 only)", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    padding = torch.nn.functional.one_hot(tgt_lengths, n + 1).cumsum(-1)[:, :n].bool()
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    return causal[None] & ~padding[:, None, :]
+'''),
+    dict(exercise="decoder_self_attention_mask", diagnosis="only handles int64 integer inputs",
+         mistake="padding marked with scatter_ at each length (scatter takes int64 indices only)", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    first_pad = torch.zeros(tgt_lengths.shape[0], n + 1).scatter_(1, tgt_lengths[:, None], 1.0)
+    real = first_pad.cumsum(-1)[:, :n] == 0
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    return causal[None] & real[:, None, :]
+'''),
+    dict(exercise="label_smoothed_loss", diagnosis="only handles int64 integer inputs",
+         mistake="smoothed targets built with one_hot (int64 targets only)", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    V = logits.shape[-1]
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    q = torch.nn.functional.one_hot(safe, V).to(logits.dtype) * (1 - smoothing) + smoothing / V
+    loss = -(q * torch.log_softmax(logits, dim=-1)).sum(-1)
+    return (loss * keep).sum() / keep.sum()
+'''),
+    dict(exercise="transformer_lr", diagnosis="where a float is expected",
+         mistake="computed with 0-d tensors (torch.minimum): returns a tensor, not a Python float", source='''
+def transformer_lr(step, dim, warmup):
+    if step == 0:
+        return 0.0
+    s = torch.tensor(float(step), dtype=torch.float64)
+    return dim ** -0.5 * torch.minimum(s ** -0.5, s * warmup ** -1.5)
+'''),
+]

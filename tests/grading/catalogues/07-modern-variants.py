@@ -448,7 +448,7 @@ def sample_next_token(logits, temperature, top_k, generator):
     return torch.multinomial(probs, 1, generator=generator)
 '''),
     # numerically naive: right on moderate inputs, wrong where the chapter warns (exp overflows)
-    dict(exercise="next_token_loss", diagnosis="argument(s) 1 times 20",
+    dict(exercise="next_token_loss", diagnosis="argument(s) 1 times 100",
          mistake="log-sum-exp written out without the maximum subtracted", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     x = logits[:, :-1]
@@ -567,5 +567,31 @@ def sample_next_token(logits, temperature, top_k, generator):
         probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return torch.multinomial(probs, 1, generator=generator)
+'''),
+]
+
+# The contract's last gaps (issue 27): positions and ids in any integer dtype.
+WRONG += [
+    dict(exercise="apply_rope", diagnosis="only handles int64 integer inputs",
+         mistake="a cos/sin table over every position up to the largest, indexed by positions (int16 cannot index)",
+         source='''
+def apply_rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    inv_freq = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    table = torch.arange(int(positions.max()) + 1, dtype=x.dtype)[:, None] * inv_freq
+    table = torch.cat([table, table], dim=-1)
+    cos, sin = table.cos()[positions], table.sin()[positions]
+    rotated = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
+    return x * cos + rotated * sin
+'''),
+    dict(exercise="next_token_loss", diagnosis="only handles int64 integer inputs",
+         mistake="targets one-hot encoded (one_hot takes int64 only)", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    targets = ids[:, 1:]
+    keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
+    onehot = torch.nn.functional.one_hot(torch.where(keep, targets, 0), logits.shape[-1]).to(logp.dtype)
+    nll = -(onehot * logp).sum(-1)
+    return (nll * keep).sum() / keep.sum()
 '''),
 ]

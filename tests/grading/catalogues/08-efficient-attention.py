@@ -457,3 +457,22 @@ def online_softmax_attention(q, k, v, block_size):
     return o
 '''),
 ]
+
+# The contract's last gaps (issue 27): the types of returned containers and numbers.
+WRONG += [
+    dict(exercise="decode_step_with_cache", diagnosis="the result is a list where a tuple is expected",
+         mistake="returns [out, k, v] as a list", source='''
+def decode_step_with_cache(q_new, k_new, v_new, k_cache, v_cache):
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    n_new, n_all = q_new.shape[-2], k.shape[-2]
+    allowed = torch.ones(n_new, n_all, dtype=torch.bool).tril(diagonal=n_all - n_new)
+    scores = (q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~allowed, float("-inf"))
+    return [torch.softmax(scores, dim=-1) @ v, k, v]
+'''),
+    dict(exercise="kv_cache_bytes", diagnosis="the result is a torch.Tensor where an int is expected",
+         mistake="multiplies the sizes as a 0-d int64 tensor (torch.prod)", source='''
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
+    return 2 * torch.prod(torch.tensor([batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes]))
+'''),
+]

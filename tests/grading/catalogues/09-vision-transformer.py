@@ -699,7 +699,7 @@ def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
         shifted = z - z.max(dim=-1, keepdim=True).values
         return shifted - shifted.exp().sum(dim=-1, keepdim=True).log()
     y_t = torch.nn.functional.one_hot(teacher_logits.argmax(-1), k).to(cls_logits.dtype)
-    y = torch.nn.functional.one_hot(labels, k).to(cls_logits.dtype)
+    y = torch.nn.functional.one_hot(labels.long(), k).to(cls_logits.dtype)  # one_hot takes int64 only
     per_image = -(y * log_softmax(cls_logits)).sum(-1) - (y_t * log_softmax(dist_logits)).sum(-1)
     return per_image.mean() / 2
 '''),
@@ -710,5 +710,21 @@ def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
     y = torch.cat([labels, teacher_logits.max(dim=-1).indices])
     logp = z - torch.logsumexp(z, dim=-1, keepdim=True)
     return -logp[torch.arange(z.shape[0]), y].mean()
+'''),
+]
+
+# The contract's last gaps (issue 27): labels in any integer dtype.
+WRONG += [
+    dict(exercise="hard_distillation_loss", diagnosis="only handles int64 integer inputs",
+         mistake="one-hot labels without .long() (one_hot takes int64 only: int32 labels raise)", source='''
+def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
+    k = cls_logits.shape[-1]
+    def log_softmax(z):
+        shifted = z - z.max(dim=-1, keepdim=True).values
+        return shifted - shifted.exp().sum(dim=-1, keepdim=True).log()
+    y_t = torch.nn.functional.one_hot(teacher_logits.argmax(-1), k).to(cls_logits.dtype)
+    y = torch.nn.functional.one_hot(labels, k).to(cls_logits.dtype)
+    per_image = -(y * log_softmax(cls_logits)).sum(-1) - (y_t * log_softmax(dist_logits)).sum(-1)
+    return per_image.mean() / 2
 '''),
 ]

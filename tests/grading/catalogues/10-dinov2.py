@@ -637,3 +637,18 @@ def ema_update(teacher, student, momentum):
         p_t.data.copy_(momentum * p_t.data + (1 - momentum) * student_params[name].data)
 '''),
 ]
+
+# The contract's last gaps (issue 27): the type of the returned container.
+WRONG += [
+    dict(exercise="multi_crop", diagnosis="the result is a tuple where a list is expected",
+         mistake="returns the crops as a tuple", source='''
+def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
+    def cut(boxes, size):
+        out = []
+        for img, (top, left, h, w) in zip(images, boxes.tolist()):
+            crop = img[:, top:top + h, left:left + w]
+            out.append(F.interpolate(crop[None], size=(size, size), mode="bilinear", align_corners=False)[0])
+        return torch.stack(out)
+    return tuple(cut(b, global_size) for b in global_boxes) + tuple(cut(b, local_size) for b in local_boxes)
+'''),
+]
