@@ -102,6 +102,8 @@ def launch(path: str, cold: list[str]) -> None:
     except (OSError, ValueError):
         answer = None
     if not answer or not answer.get("started"):
+        why = (answer or {}).get("refused", "no warm process answered")
+        print(f"grading kernel: started afresh, not warm: {why}", file=sys.stderr, flush=True)
         os.execvp(cold[0], cold)  # the kernel starts afresh behind its own bubblewrap
 
     def relay(signum, _frame):
@@ -175,8 +177,8 @@ def enclose(plan: dict, own: list[str]) -> None:
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     cover = [c for c in sorted(plan["cover"], key=lambda p: p.count("/"))]
     cover = [c for i, c in enumerate(cover) if not _under(c, cover[:i])]
-    keep = [(p, True) for p in plan["readable"] if _under(p, cover) and os.path.exists(p)]
-    keep += [(p, False) for p in own]
+    keep = dict.fromkeys(os.path.realpath(p) for p in plan["readable"] if _under(p, cover) and os.path.exists(p))
+    keep = [(p, True) for p in keep if p not in own] + [(p, False) for p in own]  # each folder once
     handles = {p: os.open(p, os.O_PATH) for p, _ in keep}
     for folder in cover:
         _mount("tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755")
