@@ -80,6 +80,26 @@ def enabled() -> bool:
 # --------------------------------------------------------------------------
 # The launcher: what jupyter_client starts as the kernel (stdlib only, python -S)
 # --------------------------------------------------------------------------
+def receive_request(conn: socket.socket, timeout: float = 10) -> tuple[dict, list[int]]:
+    """A launcher's request (one JSON line) and the file descriptors passed with it (its standard streams).
+
+    Raises OSError or ValueError for a request that cannot be read; no descriptor is then left open.
+    """
+    data, fds = b"", []
+    conn.settimeout(timeout)
+    try:
+        while not data.endswith(b"\n"):
+            chunk, more, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+            if not chunk:
+                break
+            data, fds = data + chunk, fds + more
+        return json.loads(data), fds
+    except (OSError, ValueError):
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
 def _read_line(conn: socket.socket) -> dict | None:
     data = b""
     while not data.endswith(b"\n"):
@@ -261,18 +281,11 @@ def _handle(conn: socket.socket, plan: dict) -> int:
     """A handler (a fork of the warm process): read one request, start its kernel enclosed, relay, report."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    data, fds = b"", []
-    conn.settimeout(10)
     try:
-        while not data.endswith(b"\n"):
-            chunk, more, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
-            if not chunk:
-                break
-            data, fds = data + chunk, fds + more
-        request = json.loads(data)
+        request, fds = receive_request(conn)
         why = refusal(request, plan) if len(fds) == 3 else "the launcher's streams did not arrive"
     except (OSError, ValueError) as exc:
-        request, why = None, f"the request could not be read: {exc}"
+        request, fds, why = None, [], f"the request could not be read: {exc}"
 
     def answer(message: dict) -> None:
         try:

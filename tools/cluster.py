@@ -327,8 +327,8 @@ def record(root: Path, assignment: str, student: str, files: dict[str, bytes]) -
     """
     from nbgrader.api import Gradebook
     from nbgrader.preprocessors import SaveAutoGrades
-    from nbgrader.utils import parse_utc
 
+    from tools.grade import submitted_at
     from tools.gradebook import gradebook_url
 
     folder = root / "autograded" / student / assignment
@@ -340,11 +340,7 @@ def record(root: Path, assignment: str, student: str, files: dict[str, bytes]) -
     shutil.rmtree(folder, ignore_errors=True)
     scratch.rename(folder)
     url = gradebook_url(root)
-    stamp = root / "submitted" / student / assignment / "timestamp.txt"
-    try:
-        timestamp = parse_utc(stamp.read_text().strip()) if stamp.is_file() else None
-    except ValueError:
-        timestamp = None
+    timestamp = submitted_at(root, student, assignment)
     with Gradebook(url) as gb, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SQLAlchemy's autoflush notes on nbgrader's own models, as in autograde
         gb.update_or_create_student(student)

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import secrets
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-from tools.grade import SUBMISSION_SECRET, TIMESTAMP, _env, nbgrader_command
+from tools.grade import SUBMISSION_SECRET, TIMESTAMP, _env, nbgrader_command, submission_secret, timestamp_text
 
 
 def complete_release_record(root: Path, student: str, assignment: str) -> bool:
@@ -43,14 +42,12 @@ def complete_release_record(root: Path, student: str, assignment: str) -> bool:
     sent = root / "submitted" / student / assignment
     added = False
     if not (folder / SUBMISSION_SECRET).exists():
-        if not (sent / SUBMISSION_SECRET).exists():
-            (sent / SUBMISSION_SECRET).write_text(secrets.token_hex(64))
-        (folder / SUBMISSION_SECRET).write_text((sent / SUBMISSION_SECRET).read_text())
+        (folder / SUBMISSION_SECRET).write_text(submission_secret(sent))
         added = True
     if not (folder / TIMESTAMP).exists():
         newest = max((p.stat().st_mtime for p in sent.glob("*.ipynb")), default=0.0)
         when = dt.datetime.fromtimestamp(newest, dt.timezone.utc)
-        (folder / TIMESTAMP).write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC")
+        (folder / TIMESTAMP).write_text(timestamp_text(when))
         added = True
     return added
 

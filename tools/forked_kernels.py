@@ -189,15 +189,11 @@ class WarmProcess:
 
     def fork(self, conn: socket.socket) -> None:
         """Read one launcher's request and fork its kernel (or answer why not)."""
-        data, fds = b"", []
-        conn.settimeout(10)
+        from grader.warm import receive_request  # the grading kernels' warm process reads requests alike
+
+        fds: list[int] = []
         try:
-            while not data.endswith(b"\n"):
-                chunk, more, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
-                if not chunk:
-                    break
-                data, fds = data + chunk, fds + more
-            request = json.loads(data)
+            request, fds = receive_request(conn)
             why = refusal(request["env"]) if len(fds) == 3 else "the launcher's streams did not arrive"
         except (OSError, ValueError, KeyError) as exc:
             why = f"the request could not be read: {exc}"

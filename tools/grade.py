@@ -57,6 +57,7 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import nbformat
@@ -64,6 +65,9 @@ import nbformat
 from grader.late import DeadlineError, Deadlines, read_deadlines
 from grader.secret import GradingSecretError, read_or_create
 from tools.gradebook import gradebook_url, score_after_penalty
+
+if TYPE_CHECKING:
+    from tools.cluster import ClusterGrading
 
 #: grades.csv: the score after any late penalty, the penalty, and the hours past the learner's due date
 CSV_COLUMNS = ["student_id", "assignment", "score", "max_score", "late_penalty", "hours_late", "status", "message"]
@@ -200,6 +204,23 @@ def entry_time(info: zipfile.ZipInfo, zone: str = "UTC") -> dt.datetime:
     return local.astimezone(dt.timezone.utc).replace(tzinfo=None)
 
 
+def timestamp_text(when: dt.datetime) -> str:
+    """A UTC time as nbgrader's collect writes it into timestamp.txt."""
+    return f"{when:%Y-%m-%d %H:%M:%S.%f} UTC"
+
+
+def submitted_at(root: Path, student: str, assignment: str) -> dt.datetime | None:
+    """A submission's time from its timestamp.txt (naive UTC, as autograde reads it); None if none can be read."""
+    from nbgrader.utils import parse_utc
+
+    stamp = root / "submitted" / student / assignment / TIMESTAMP
+    try:
+        text = stamp.read_text().strip() if stamp.is_file() else ""
+        return parse_utc(text) if text else None
+    except ValueError:  # autograde names it; the time the gradebook has stays
+        return None
+
+
 def write_submission_record(folder: Path, when: dt.datetime) -> None:
     """What nbgrader's collect leaves beside an exchange submission, for one that came another way.
 
@@ -207,10 +228,16 @@ def write_submission_record(folder: Path, when: dt.datetime) -> None:
     release_feedback names its feedback page by, so releasing feedback to a class never stops at a
     learner whose work came in a zip. An existing secret is kept.
     """
-    (folder / TIMESTAMP).write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC")
-    secret = folder / SUBMISSION_SECRET
-    if not secret.exists():
-        secret.write_text(secrets.token_hex(64))
+    (folder / TIMESTAMP).write_text(timestamp_text(when))
+    submission_secret(folder)
+
+
+def submission_secret(folder: Path) -> str:
+    """The submission's secret in ``folder`` (release_feedback names its page by it), made there if missing."""
+    path = folder / SUBMISSION_SECRET
+    if not path.exists():
+        path.write_text(secrets.token_hex(64))
+    return path.read_text()
 
 
 def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "UTC") -> list[Problem]:
@@ -385,7 +412,6 @@ def apply_late_policy(root: Path, assignment: str, students: list[str], deadline
     so the gradebook always follows the file; and the submission's time from its timestamp.txt.
     """
     from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.utils import parse_utc
 
     with Gradebook(gradebook_url(root)) as gb:
         for student in students:
@@ -393,12 +419,9 @@ def apply_late_policy(root: Path, assignment: str, students: list[str], deadline
                 sub = gb.find_submission(assignment, student)
             except MissingEntry:
                 continue
-            stamp = root / "submitted" / student / assignment / "timestamp.txt"
-            try:
-                if stamp.is_file() and stamp.read_text().strip():
-                    sub.timestamp = parse_utc(stamp.read_text().strip())  # as autograde reads it
-            except ValueError:  # autograde named it; the time the gradebook has stays
-                pass
+            when = submitted_at(root, student, assignment)
+            if when is not None:
+                sub.timestamp = when
             gb.db.flush()
             late_s = sub.total_seconds_late
             for nb in sub.notebooks:
@@ -604,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def grade_class(root: Path, args: argparse.Namespace, sources: list[str], deadlines: Deadlines,
-                grading: LocalGrading, problems: list[Problem]) -> int:
+                grading: LocalGrading | ClusterGrading, problems: list[Problem]) -> int:
     """Grade every assignment's new or changed submissions with ``grading``, then write grades.csv."""
     graded: list[str] = []
     notes: dict[tuple[str, str], list[str]] = {}
