@@ -15,7 +15,52 @@ import shutil
 import sys
 import time
 
+from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
+from traitlets import DottedObjectName, Type
+
+
+class FencedKernelClient(AsyncKernelClient):
+    """jupyter_client's client, with a wait for a new kernel that ends as soon as the kernel is ready.
+
+    jupyter_client's ``wait_for_ready`` asks for ``kernel_info`` until the reply comes on the shell channel and
+    a message on IOPub shows that channel connected too, then reads IOPub until it has been silent for 0.2 s:
+    a fixed 0.2 s of every kernel's start. Here the wait ends when the reply's own request reports ``idle`` on
+    IOPub, the last message that request publishes: the same proof that both channels are connected, and
+    nothing of the start is left on IOPub for the first cell (whose messages the autograder matches to their
+    request anyway).
+    """
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        idle: set[str] = set()  # the requests whose idle status came through IOPub
+        while True:
+            self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except queue.Empty:
+                reply = None
+            if reply is not None and reply["msg_type"] == "kernel_info_reply":
+                # the reply may answer an earlier request than the last one sent: wait for that one's idle
+                if await self._idle_on_iopub(reply["parent_header"].get("msg_id"), idle, within=0.2):
+                    self._handle_kernel_info_reply(reply)
+                    return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
+
+    async def _idle_on_iopub(self, msg_id: str | None, idle: set[str], within: float) -> bool:
+        """Read IOPub, noting in ``idle`` each request that reports ``idle``, until request ``msg_id`` has (True),
+        or nothing comes for ``within`` s (False: IOPub was not connected yet when the kernel published it)."""
+        while msg_id not in idle:
+            try:
+                msg = await self.iopub_channel.get_msg(timeout=within)
+            except queue.Empty:
+                return False
+            if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                idle.add(msg["parent_header"].get("msg_id"))
+        return True
 
 
 class FencedKernelManager(AsyncKernelManager):
@@ -28,9 +73,16 @@ class FencedKernelManager(AsyncKernelManager):
     since the kernel's process is not the grader's child but bwrap's.
     """
 
+    client_class = DottedObjectName("grader.kernel.FencedKernelClient")
+    client_factory = Type(FencedKernelClient, klass=AsyncKernelClient)
     fence_args: list[str] = []
     #: a warm process's socket (grader.warm): the kernel is forked there, else started cold as below
     warm_socket: str | None = None
+
+    async def _async_wait(self, pollinterval: float = 0.1) -> None:
+        """Wait for the kernel's process to end, looking every 5 ms: jupyter_client looks every 0.1 s, and the
+        first look after a kill always finds the process still there, so every kernel's stop took 0.1 s."""
+        await super()._async_wait(pollinterval=min(pollinterval, 0.005))
 
     def format_kernel_cmd(self, extra_arguments=None):
         cold = [shutil.which("bwrap") or "bwrap", *self.fence_args, "--", *super().format_kernel_cmd(extra_arguments)]

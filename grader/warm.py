@@ -3,7 +3,9 @@
 A grading kernel's start was most of a submission's grading time: bubblewrap
 starts a fresh Python, which imports torch (1.3-3 s of CPU on a 2-core
 machine), ipykernel and the grader's kernel side, for every notebook. Here one
-**warm process** per nbgrader process does those imports once, inside one
+**warm process** does those imports once (for a whole ``make grade`` run,
+shared by its nbgrader processes through :data:`SHARED`; else one per
+nbgrader process), inside one
 bubblewrap with the same view of the machine as every kernel's (a read-only
 system, no network, the course and the grader's checkout out of view), except
 that the submissions' folder (``autograded/``) and a folder of connection
@@ -35,7 +37,8 @@ The pieces:
   cold command: the kernel started afresh behind its own bubblewrap, as before;
 - **the warm process** (``serve``), which forks one handler per request and
   never reads a request itself, so nothing of one learner's grading is in its
-  memory when it forks the next;
+  memory when it forks the next; a shared one runs under a **keeper** (``keep``)
+  that ends it when the run that made the shared folder ends;
 - **the handler**: unshares the namespaces, forks the kernel as their process
   1, waits for its enclosure to report, and relays signals and the exit status.
 
@@ -44,6 +47,7 @@ The pieces:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -55,7 +59,9 @@ import sys
 #: the switch: "off" starts every grading kernel afresh behind its own bubblewrap
 SWITCH = "GRADER_WARM_KERNELS"
 #: imported once by the warm process: what every grading kernel imports (grader.sandbox.KERNEL_MODULES too)
-PRELOAD = ("numpy", "torch", "ipykernel.kernelapp", "ipykernel.ipkernel", "IPython.core.completer", "grader.sandbox")
+#: (ipykernel.debugger brings debugpy, which a kernel imports as it starts: 0.16 s of each kernel's 0.28 s start)
+PRELOAD = ("numpy", "torch", "ipykernel.kernelapp", "ipykernel.ipkernel", "IPython.core.completer", "grader.sandbox",
+           "ipykernel.debugger", "IPython.extensions", "tornado.gen", "tornado.locks", "tornado.queues")
 #: variables fixed as a library loads: a request that differs in one is started cold
 LOAD_TIME_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY", "PYTHONPATH", "PYTHONHASHSEED",
                        "OMP_WAIT_POLICY")
@@ -71,6 +77,13 @@ _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 #: SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_KEEP_CAPS, each with its lock bit but KEEP_CAPS itself
 _SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20
 _CAPSET = {"x86_64": 126, "aarch64": 91}
+
+
+#: a folder that outlives one nbgrader process (``make grade`` makes one per run, a cluster worker one per worker):
+#: its warm processes serve every nbgrader process given the same folder, and end when its maker stops them
+#: (:func:`stop_shared`) or after :data:`IDLE_EXIT` seconds with no kernel of theirs running
+SHARED = "GRADER_WARM_SHARED"
+IDLE_EXIT = 60.0
 
 
 def enabled() -> bool:
@@ -388,18 +401,48 @@ def serve(path: str, plan_path: str) -> None:
 
     for name in (*PRELOAD, *KERNEL_MODULES):
         importlib.import_module(name)
+    idle = plan.get("idle_exit")
+    listener.settimeout(idle)
+    handlers: set[int] = set()
     while True:
-        conn, _ = listener.accept()
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:  # a shared warm process: nothing asked for a while; it ends once no kernel runs
+            handlers = {pid for pid in handlers if _alive(pid)}
+            if not handlers:  # the next nbgrader process to ask starts another
+                for mine in (path[:-len(".sock")] + ".pid", path):
+                    with contextlib.suppress(OSError):
+                        os.unlink(mine)
+                return
+            continue
+        conn.settimeout(None)
         sys.stdout.flush()
         sys.stderr.flush()
-        if os.fork() == 0:
+        pid = os.fork()
+        if pid == 0:
             code = 1
             try:
                 listener.close()
                 code = _handle(conn, plan)
             finally:
                 os._exit(code)
+        handlers.add(pid)
         conn.close()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, ended but not yet reaped by its parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 # --------------------------------------------------------------------------
@@ -410,10 +453,14 @@ _running: dict[str, tuple] = {}  # the warm process's bubblewrap and plan, as JS
 
 
 def fence_root() -> str:
-    """This process's folder of kernels' connection folders (and the warm processes' sockets): made once."""
+    """The folder of kernels' connection folders and warm processes' sockets: the shared one (:data:`SHARED`)
+    when this process was given one, else this process's own, made once."""
     import atexit
     import tempfile
 
+    shared = os.environ.get(SHARED, "").strip()
+    if shared:
+        return os.path.realpath(shared)
     if not _root:
         _root.append(os.path.realpath(tempfile.mkdtemp(prefix="grader-warm-")))
         atexit.register(stop_all)
@@ -421,29 +468,72 @@ def fence_root() -> str:
 
 
 def warm_socket(bwrap_args: list[str], plan: dict, env: dict[str, str], wait: float = 30.0) -> str | None:
-    """The socket of a warm process with this view of the machine, started if needed; None if none answers."""
+    """The socket of a warm process with this view of the machine and these load-time variables, started if
+    needed (by this process, or by another nbgrader process sharing :data:`SHARED`); None if none answers."""
+    import hashlib
     import shutil
     import subprocess
     import time
 
-    key = json.dumps([bwrap_args, plan], sort_keys=True)
+    fixed = {name: env.get(name) for name in LOAD_TIME_VARIABLES}
+    key = json.dumps([bwrap_args, plan, fixed], sort_keys=True)
     if key in _running and _running[key][0].poll() is None:
         return _running[key][1]
-    n = len(_running)
-    path, plan_path = (os.path.join(fence_root(), f"warm-{n}.{ext}") for ext in ("sock", "json"))
-    with open(plan_path, "w") as f:
-        json.dump(plan, f)
-    command = [shutil.which("bwrap") or "bwrap", *bwrap_args, "--", sys.executable, "-m", "grader.warm", "serve",
-               path, plan_path]
-    proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    _running[key] = (proc, path)
+    root = fence_root()
+    shared = bool(os.environ.get(SHARED, "").strip())
+    stem = os.path.join(root, "warm-" + hashlib.sha256(key.encode()).hexdigest()[:16])
+    path, plan_path, pid_path = f"{stem}.sock", f"{stem}.json", f"{stem}.pid"
     deadline = time.monotonic() + wait
-    while not os.path.exists(path):
-        if proc.poll() is not None or time.monotonic() > deadline:
+    for _ in range(2):
+        try:  # the pid file is the lock: whoever makes it starts the warm process
+            fd = os.open(pid_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            started = _read_pid(pid_path, deadline)
+            if started and _alive(started):  # another nbgrader process's, or one of ours from an earlier batch
+                while not os.path.exists(path):
+                    if not _alive(started) or time.monotonic() > deadline:
+                        return None
+                    time.sleep(0.02)
+                return path
+            for stale in (pid_path, path, plan_path):  # it ended (idle): start it again
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(stale)
+            continue
+        with open(plan_path, "w") as f:
+            json.dump({**plan, "idle_exit": IDLE_EXIT if shared else None}, f)
+        command = [shutil.which("bwrap") or "bwrap", *bwrap_args, "--", sys.executable, "-m", "grader.warm",
+                   "serve", path, plan_path]
+        if shared:  # bubblewrap dies with its parent: a keeper that lives as long as the folder's maker
+            command = [sys.executable, "-m", "grader.warm", "keep", os.path.join(root, OWNER), "--", *command]
+        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{proc.pid}\n")
+        if not shared:
+            _running[key] = (proc, path)
+        while not os.path.exists(path):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
+        return path
+    return None
+
+
+def _read_pid(pid_path: str, deadline: float) -> int | None:
+    """The pid in a warm process's pid file, waiting for its maker to write it."""
+    import time
+
+    while True:
+        try:
+            with open(pid_path) as f:
+                text = f.read().strip()
+        except FileNotFoundError:
             return None
-        time.sleep(0.02)
-    return path
+        if text.isdigit():
+            return int(text)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
 
 
 def stop_all() -> None:
@@ -461,11 +551,71 @@ def stop_all() -> None:
         shutil.rmtree(_root.pop(), ignore_errors=True)
 
 
+#: the pid of the process that made a shared folder, in that folder: the keepers end with it
+OWNER = "owner.pid"
+
+
+def keep(owner_file: str, command: list[str]) -> int:
+    """A shared warm process's parent (bubblewrap ends with its parent): run ``command`` until it ends, or until
+    the process named in ``owner_file`` (the maker of the shared folder) has ended."""
+    import subprocess
+
+    owner = _read_pid(owner_file, 0)
+    proc = subprocess.Popen(command)
+    while True:
+        try:
+            return proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            if owner is None or not _alive(owner):
+                proc.kill()
+                return proc.wait()
+
+
+@contextlib.contextmanager
+def shared_warm_processes(prefix: str = "grader-warm-"):
+    """A :data:`SHARED` folder for the nbgrader processes started inside the block (in their environment, the
+    variable of this process): they share its warm processes, which end with the block, kernels and all."""
+    import tempfile
+
+    folder = os.path.realpath(tempfile.mkdtemp(prefix=prefix))
+    with open(os.path.join(folder, OWNER), "w") as f:
+        f.write(f"{os.getpid()}\n")
+    before = os.environ.get(SHARED)
+    os.environ[SHARED] = folder
+    try:
+        yield folder
+    finally:
+        if before is None:
+            os.environ.pop(SHARED, None)
+        else:
+            os.environ[SHARED] = before
+        stop_shared(folder)
+
+
+def stop_shared(folder: str) -> None:
+    """End the warm processes of a :data:`SHARED` folder (each with its bubblewrap and kernels) and remove it."""
+    import glob
+    import shutil
+    import time
+
+    pids = [pid for pid in (_read_pid(p, 0) for p in glob.glob(os.path.join(folder, "warm-*.pid"))) if pid]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         serve(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["keep"] and "--" in sys.argv:
+        sys.exit(keep(sys.argv[2], sys.argv[sys.argv.index("--") + 1:]))
     elif sys.argv[1:2] == ["launch"] and "--" in sys.argv:
         cut = sys.argv.index("--")
         launch(sys.argv[2], sys.argv[cut + 1:])
     else:
-        sys.exit("usage: python -m grader.warm serve SOCKET PLAN | launch SOCKET -- COLD COMMAND")
+        sys.exit("usage: python -m grader.warm serve SOCKET PLAN | launch SOCKET -- COLD COMMAND "
+                 "| keep OWNER -- COMMAND")

@@ -123,7 +123,7 @@ def _template(root: Path, assignment: str) -> Path:
             course.mkdir()
             shutil.copy(root / "nbgrader_config.py", course)
             shutil.copytree(root / "solutions" / assignment, course / "solutions" / assignment)
-            sync_gradebook(course, assignment, Deadlines(), env=worker_environment())
+            sync_gradebook(course, assignment, Deadlines())
             _templates[assignment] = course
         return _templates[assignment]
 

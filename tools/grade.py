@@ -41,9 +41,11 @@ not be (they are listed), and 2 on a usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime as dt
 import functools
+import hashlib
 import json
 import math
 import os
@@ -55,13 +57,14 @@ import sys
 import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import nbformat
 
+from grader import warm
 from grader.late import DeadlineError, Deadlines, read_deadlines
 from grader.secret import GradingSecretError, read_or_create
 from tools.gradebook import gradebook_url, score_after_penalty
@@ -313,22 +316,83 @@ def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "U
     return problems
 
 
-def sync_gradebook(root: Path, assignment: str, deadlines: Deadlines, env: dict[str, str] | None = None) -> None:
+#: what make grade knows of the gradebook's copy of each assignment (next to the gradebook, git-ignored)
+SYNC_RECORD = ".gradebook-sync.json"
+
+
+def source_fingerprint(root: Path, assignment: str) -> str:
+    """What the gradebook's copy of an assignment is made from: its source folder, the course's nbgrader
+    configuration and nbgrader's version, hashed."""
+    import nbgrader
+
+    digest = hashlib.sha256(f"nbgrader {nbgrader.__version__}\0".encode())
+    source = root / "solutions" / assignment
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(source).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update((root / "nbgrader_config.py").read_bytes())
+    return digest.hexdigest()
+
+
+def _gradebook_shape(gb, assignment: str) -> list | None:
+    """The gradebook's copy of an assignment, as its notebooks and their graded cells' names and points."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        found = gb.find_assignment(assignment)
+    except MissingEntry:
+        return None
+    return sorted([nb.name, sorted([cell.name, cell.max_score] for cell in nb.grade_cells)] for nb in found.notebooks)
+
+
+def _generate_assignment(root: Path, assignment: str) -> None:
+    """nbgrader's generate_assignment, in this process (its start-up was most of a sync's time): the course's
+    notebooks, cells and points into the gradebook; the release it writes goes to a scratch folder."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    with tempfile.TemporaryDirectory(prefix="release-") as scratch:
+        config.CourseDirectory.root = str(root)
+        config.CourseDirectory.release_directory = scratch
+        api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+        res = api.generate_assignment(assignment, force=True, create=True)
+    if not res["success"]:
+        raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{res.get('error', '')}"
+                           f"{res.get('log', '')}")
+
+
+def sync_gradebook(root: Path, assignment: str, deadlines: Deadlines) -> None:
     """Record the assignment's notebooks, cells and points in the gradebook, and its due date (or none).
 
-    ``env``: nbgrader's environment (default: this process's); a cluster worker's leaves out the client's.
+    nbgrader's generate_assignment runs only when the gradebook's copy may be out of date: when the source, the
+    configuration, nbgrader or the gradebook changed since make grade last ran it (:data:`SYNC_RECORD`), or
+    the gradebook's notebooks, cells or points are not those it recorded then (a gradebook made afresh).
     """
     from nbgrader.api import Gradebook
 
-    with tempfile.TemporaryDirectory(prefix="release-") as scratch:
-        cmd = nbgrader_command(
-            "generate_assignment", assignment, "--force", "--log-level=ERROR",
-            f"--CourseDirectory.release_directory={scratch}", root=root,
-        )
-        res = subprocess.run(cmd, cwd=root, env=_env(base=env), capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{res.stdout}{res.stderr}")
-    with Gradebook(gradebook_url(root)) as gb:
+    url = gradebook_url(root)
+    fingerprint = source_fingerprint(root, assignment)
+    where = hashlib.sha256(url.encode()).hexdigest()[:16]  # which gradebook, without its password
+    record_path = root / SYNC_RECORD
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    known = record.get(assignment) if isinstance(record, dict) else None
+    with Gradebook(url) as gb:
+        shape = _gradebook_shape(gb, assignment)
+    if not (isinstance(known, dict) and known.get("fingerprint") == fingerprint and known.get("gradebook") == where
+            and shape is not None and known.get("shape") == shape):
+        _generate_assignment(root, assignment)
+        with Gradebook(url) as gb:
+            shape = _gradebook_shape(gb, assignment)
+        record = record if isinstance(record, dict) else {}
+        record[assignment] = {"fingerprint": fingerprint, "gradebook": where, "shape": shape}
+        scratch = record_path.with_name(f"{SYNC_RECORD}.{os.getpid()}")
+        scratch.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        scratch.replace(record_path)
+    with Gradebook(url) as gb:
         gb.update_or_create_assignment(assignment, duedate=deadlines.due.get(assignment))
 
 
@@ -379,12 +443,15 @@ class LocalGrading:
     root: Path
     jobs: int
     timeout: int | None = None
+    _warm: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
 
     def open(self) -> None:
-        pass
+        """The nbgrader processes of this run share their warm processes (grader.warm): one per view of the
+        machine and thread count, started by the first to need it, not one per nbgrader process."""
+        self._warm.enter_context(warm.shared_warm_processes())
 
     def close(self) -> None:
-        pass
+        self._warm.close()
 
     def describe(self) -> str:
         return f"graded {self.jobs} at a time"
@@ -620,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     else:
         grading = LocalGrading(root, jobs, args.timeout)
+        grading.open()
     try:
         return grade_class(root, args, sources, deadlines, grading, problems)
     finally:

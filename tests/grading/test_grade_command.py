@@ -173,3 +173,37 @@ def test_kernels_graded_at_once_share_the_cores_out(monkeypatch):
     assert grade._env(4)["OMP_NUM_THREADS"] == "4" and "OMP_NUM_THREADS" not in grade._env()
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # an instructor's own setting wins
     assert grade._env(4)["OMP_NUM_THREADS"] == "3"
+
+
+def test_the_gradebook_is_synced_again_only_when_its_copy_may_be_out_of_date(course):
+    """make grade runs nbgrader's generate_assignment for an assignment only when the gradebook's copy may be
+    stale: the first time, after the source changes, and when the gradebook was made afresh."""
+    from nbgrader.api import Gradebook
+
+    from grader.late import Deadlines
+
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    assignment = "01-tokenization"
+    url = f"sqlite:///{course / 'gradebook.db'}"
+
+    def sync() -> float:
+        grade.sync_gradebook(course, assignment, Deadlines())
+        with Gradebook(url) as gb:
+            return gb.find_assignment(assignment).max_score
+
+    points = sync()
+    record = (course / grade.SYNC_RECORD).read_text()
+    assert points > 0 and assignment in record
+    stamp = (course / grade.SYNC_RECORD).stat().st_mtime_ns
+    assert sync() == points and (course / grade.SYNC_RECORD).stat().st_mtime_ns == stamp  # nothing to do
+    (course / "gradebook.db").unlink()  # a gradebook made afresh: its copy is made again
+    assert sync() == points and (course / grade.SYNC_RECORD).read_text() == record
+    # the source changes (a graded cell is worth one point more): the gradebook follows
+    import nbformat
+
+    (path,) = sorted((course / "solutions" / assignment).glob("*.ipynb"))
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("points"))
+    cell.metadata["nbgrader"]["points"] += 1
+    nbformat.write(nb, path)
+    assert sync() == points + 1 and (course / grade.SYNC_RECORD).read_text() != record

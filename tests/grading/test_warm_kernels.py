@@ -104,3 +104,30 @@ def test_a_kernel_started_cold_grades_alike(tmp_path):
     assert _scores(tmp_path) == {"c_finds_traps": 10}, res.stdout + res.stderr
     view = _view(tmp_path, "c_finds_traps")
     assert view["nspid"][-1] != "1" and view["classmates"] == ["c_finds_traps"], view
+
+
+def test_the_nbgrader_processes_of_one_run_share_one_warm_process(tmp_path):
+    """make grade's nbgrader processes (two batches at once here, then a third) fork their kernels from one
+    warm process, which ends with the run, its folder removed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from grader import warm as warm_module
+    from grader.late import Deadlines
+    from tools.grade import autograde, sync_gradebook
+
+    learners = {name: LOOK + MASK for name in LEARNERS}
+    _class(tmp_path, learners)
+    sync_gradebook(tmp_path, ASSIGNMENT, Deadlines())
+    everyone = sorted(learners)
+    with warm_module.shared_warm_processes() as folder:
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda s: autograde(tmp_path, ASSIGNMENT, [s], everyone, 30, threads=1),
+                                    everyone[:2]))
+        results.append(autograde(tmp_path, ASSIGNMENT, everyone[2:], everyone, 30, threads=1))
+        pids = [int(p.read_text()) for p in Path(folder).glob("warm-*.pid")]
+        assert len(pids) == 1 and warm_module._alive(pids[0]), [r.stderr[-2000:] for r in results]
+    assert not Path(folder).exists() and not warm_module._alive(pids[0])
+    assert _scores(tmp_path) == {s: 10 for s in everyone}, [r.stdout[-2000:] + r.stderr[-2000:] for r in results]
+    for student in everyone:
+        view = _view(tmp_path, student)
+        assert view["nspid"][-1] == "1" and view["classmates"] == [student], view
