@@ -13,7 +13,7 @@ without the secret can draw them.
 
 It is off by default (``nbgrader_config.py`` says why): the hidden tests'
 cases were tuned on the registry's seeds, and on other seeds a few catalogued
-mistakes lose their named diagnosis and one right implementation its marks.
+mistakes are named as another mistake (``python -m tools.secret_sweep``).
 
 Back the secret up with the gradebook: with another secret, a regrade draws
 other cases (a right function keeps full marks on any cases; a function that

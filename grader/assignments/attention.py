@@ -56,6 +56,23 @@ def _qkv(g, batch, n_q, n_k, d_k, d_v, dtype, spread):
     return q, k, v
 
 
+#: the largest score (in absolute value) of an ordinary case: exp of it neither overflows nor leaves float32's
+#: normal range, so a softmax that skips subtracting the maximum is named on the hard repeats (the scores times
+#: 40, :class:`~grader.cases.LargeInputs`), whose label says what it cannot take, not on an ordinary case
+MAX_ORDINARY_SCORE = 80.0
+
+
+def _within_exp_range(q: Tensor, k: Tensor) -> Tensor:
+    """``q``, scaled down where a score ``q k^T / sqrt(d_k)`` would exceed :data:`MAX_ORDINARY_SCORE` (a large
+    spread with a small d_k draws such scores now and then); unchanged otherwise."""
+    if q.numel() == 0 or k.numel() == 0:
+        return q
+    top = float((q.double() @ k.double().transpose(-2, -1)).abs().max()) / math.sqrt(q.shape[-1])
+    if top <= MAX_ORDINARY_SCORE:
+        return q
+    return (q.double() * (0.9 * MAX_ORDINARY_SCORE / top)).to(q.dtype)
+
+
 def attention_cases(seed: int = 0, n: int = 24, *, masks: bool = True, values: bool = True) -> list[Case]:
     """Random ``(q, k, v[, mask])`` cases covering batch shapes, ``n_q != n_k``,
     ``d_k != d_v``, float32/float64, small and large score spreads, and the
@@ -68,11 +85,18 @@ def attention_cases(seed: int = 0, n: int = 24, *, masks: bool = True, values: b
         n_q, n_k = (int(x) for x in torch.randint(1, 9, (2,), generator=g))
         if i % 5 == 0:
             n_k = n_q
+        if i == 0:  # the first case square with two tokens or more, so that transposed weights (right shape only
+            n_q = n_k = max(n_q, 2)  # when n_q == n_k, and equal to the right ones when n_q == n_k == 1) show on it
         d_k = [1, 3, 8, 16, 64][randint(g, 0, 5)]
         d_v = [2, 5, 8][randint(g, 0, 3)]
+        if i == 0 and d_k == n_k:  # with d_k other than the number of tokens (a scale by the sequence length would
+            d_k = 16  # be right on it), and values narrower or wider than the keys are many: the weights,
+        if i == 0 and d_v == n_k:  # (n_q, n_k), are then of another shape than the result, (n_q, d_v)
+            d_v = 5 if n_k != 5 else 2
         dtype = alternating_dtype(i)
         spread = 4.0 if i % 4 == 3 else 1.0
         q, k, v = _qkv(g, batch, n_q, n_k, d_k, d_v, dtype, spread)
+        q = _within_exp_range(q, k)
         kind = kinds[i % len(kinds)]
         mask, mask_label = _random_mask(g, batch, n_q, n_k, kind)
         args = (q, k, v) if values else (q, k)

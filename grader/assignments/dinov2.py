@@ -123,6 +123,8 @@ def layerscale_cases(seed: int = 0, n: int = 12) -> list[Case]:
     for i in range(n):
         batch = [(), (2,), (3,)][i % 3]
         d, n_tok = [2, 4, 8][randint(g, 0, 3)], randint(g, 2, 6)
+        if i == 0:  # the first case over four features or more: a LayerNorm over two gives +-1 (then its affine
+            d = max(d, 4)  # map) whatever its input, so that which input the MLP's norm reads would hardly show
         dtype = alternating_dtype(i, 2)
         x = randn(g, (*batch, n_tok, d), dtype, 2.0)
         g1 = randn(g, (d,), dtype, 0.7) + 0.3
@@ -195,6 +197,9 @@ def multi_crop_cases(seed: int = 0, n: int = 16) -> list[Case]:
         images = torch.rand(b, c, h, w, generator=g, dtype=torch.float64).to(dtype)
         gb = _boxes(g, n_g, b, h, w, 0.5, 1.0)
         lb = _boxes(g, n_l, b, h, w, 0.2, 0.6)
+        if i == 0:  # the first case's boxes start left of column h (12, of 16), still inside the image: a box read
+            for boxes in (gb, lb):  # as (left, top, ...) then cuts a crop that is wrong but not empty, so that
+                boxes[..., 1].clamp_(max=h - 1)  # the mistake is named, not reported as interpolate's error
         cases.append(Case((images, gb, lb, gs, ls),
                           label=f"images {tuple(images.shape)} {dtype_name(dtype)}, {n_g} global -> {gs}px, "
                                 f"{n_l} local -> {ls}px"))

@@ -80,6 +80,8 @@ def pre_ln_cases(seed: int = 0, n: int = 24) -> list[Case]:
     for i in range(n):
         batch = _BATCH_SHAPES[i % len(_BATCH_SHAPES)]
         d = [2, 4, 8, 16][randint(g, 0, 4)]
+        if i == 0:  # the first case over four features or more: a LayerNorm over two gives +-1 (then its affine
+            d = max(d, 4)  # map) whatever its input, so that which input the MLP's norm reads would hardly show
         n_tok = randint(g, 2, 7)
         dtype = alternating_dtype(i, 2)
         x = (randn(g, batch + (n_tok, d), scale=2.0) + 0.5).to(dtype)
@@ -281,14 +283,77 @@ def reference_next_token_loss(logits: Tensor, ids: Tensor, ignore_index: int | N
     return next_token_loss(logits, ids.long(), ignore_index)
 
 
+#: how far (relative to the loss) the mean of per-sequence means must be from the right loss, on a case where the
+#: sequences keep different numbers of targets: five times the 2e-4 or so within which a likely mistake counts as
+#: agreeing with the reference (:func:`grader.diagnosis.match_mistake`)
+PER_SEQUENCE_GAP = 1e-3
+
+
+def _per_sequence_gap(logits: Tensor, ids: Tensor, pad: int) -> float:
+    """How far the mean of per-sequence means is from the mean over every kept target, relative to the loss."""
+    t = ids[:, 1:]
+    keep = t != pad
+    nll = -torch.log_softmax(logits[:, :-1].double(), -1).gather(-1, torch.where(keep, t, 0)[..., None])[..., 0]
+    nll = nll * keep
+    right = nll.sum() / keep.sum()
+    per_sequence = (nll.sum(1) / keep.sum(1).clamp(min=1)).mean()
+    return float((per_sequence - right).abs()) / max(1.0, float(right.abs()))
+
+
+def _telling_targets(logits: Tensor, ids: Tensor, pad: int, unequal: bool = False) -> Tensor:
+    """``ids`` with ignored targets (``pad``), mended where the case would not tell the mistakes of the mean apart.
+
+    The drawn mask decides which targets are ignored; then, without drawing anything (the cases that follow stay
+    as they were): the whole batch is never ignored (the first target is kept then); where every sequence is either
+    all kept or all ignored (the mean per sequence is then the mean over every target, ignored ones included),
+    the last target of a full sequence is ignored too; and where the sequences keep different numbers of targets
+    but the mean of per-sequence means happens to come within :data:`PER_SEQUENCE_GAP` of the right loss (the
+    sequences' mean losses nearly alike), the first kept target of the sequence keeping fewest is replaced by
+    the token that sets them furthest apart. With ``unequal`` (the first case with ignored targets, two sequences
+    or more), sequences that keep as many targets each are made to keep different numbers: one target of the
+    first is ignored, or kept where it keeps only one.
+    """
+    ids = ids.clone()
+    n_targets, vocab = ids.shape[1] - 1, logits.shape[-1]
+    kept = (ids[:, 1:] != pad).sum(1)
+    if not kept.any():  # the mask keeps the first target, but its token may be ``pad`` itself
+        ids[0, 1] = (pad + 1) % vocab
+        kept = (ids[:, 1:] != pad).sum(1)
+    if (kept == 0).any() and (kept == n_targets).any() and ((kept == 0) | (kept == n_targets)).all():
+        ids[int((kept == n_targets).nonzero()[0]), -1] = pad
+        kept = (ids[:, 1:] != pad).sum(1)
+    if unequal and ids.shape[0] > 1 and int(kept.min()) == int(kept.max()):
+        where = (ids[0, 1:] != pad).nonzero() if kept[0] > 1 else (ids[0, 1:] == pad).nonzero()
+        ids[0, 1 + int(where[-1 if kept[0] > 1 else 0])] = pad if kept[0] > 1 else (pad + 1) % vocab
+        kept = (ids[:, 1:] != pad).sum(1)
+    if int(kept.min()) == int(kept.max()) or _per_sequence_gap(logits, ids, pad) >= PER_SEQUENCE_GAP:
+        return ids
+    row = min((r for r in range(ids.shape[0]) if kept[r] > 0), key=lambda r: int(kept[r]))
+    pos = 1 + int((ids[row, 1:] != pad).nonzero()[0])
+    best, best_gap = int(ids[row, pos]), -1.0
+    for token in range(vocab):
+        if token == pad:
+            continue
+        ids[row, pos] = token
+        gap = _per_sequence_gap(logits, ids, pad)
+        if gap > best_gap:
+            best, best_gap = token, gap
+    ids[row, pos] = best
+    return ids
+
+
 def loss_cases(seed: int = 0, n: int = 30) -> list[Case]:
-    """Random ``(logits, ids[, ignore_index])`` cases; ignored targets never cover a whole batch."""
+    """Random ``(logits, ids[, ignore_index])`` cases; ignored targets never cover a whole batch, and where the
+    sequences keep different numbers of targets, a mean per sequence is told from the right one
+    (:func:`_telling_targets`)."""
     g = torch.Generator().manual_seed(seed)
     cases = []
     for i in range(n):
         b, t = randint(g, 1, 4), randint(g, 2, 9)
         if i % 3 == 1:  # with ignored targets: two targets or more per sequence, so that a mean per sequence
             t = max(t, 3)  # differs from the mean over every kept target
+        if i == 1:  # and the first such case with two sequences or more, which keep different numbers of targets
+            b = max(b, 2)
         v = [3, 5, 11, 17][randint(g, 0, 4)]
         if i % 6 == 2:
             v = t  # vocabulary as long as the sequence: a transposed loss keeps the right shapes
@@ -300,7 +365,7 @@ def loss_cases(seed: int = 0, n: int = 30) -> list[Case]:
             mask = torch.rand(b, t, generator=g) < 0.35
             mask[0, 1] = False  # at least one target kept
             mask[:, 0] = True   # the first token (never a target) is ignored too, sometimes
-            ids = torch.where(mask, torch.full_like(ids, pad), ids)
+            ids = _telling_targets(logits, torch.where(mask, torch.full_like(ids, pad), ids), pad, unequal=i == 1)
             if pad == -100 and i % 2:
                 label = f"logits {tuple(logits.shape)}, ignore_index=-100 (keyword), {dtype_name(dtype)}"
                 cases.append(Case((logits, ids), {"ignore_index": -100}, label=label))

@@ -105,6 +105,8 @@ def head_sum_cases(seed: int = 0, n: int = 18) -> list[Case]:
         if i == 1:  # the first case without batch axes: more positions than heads, so that indexing the heads
             seq = max(seq, h + 1)  # on the wrong axis fails the same way whatever the seed
         dim = h * d if i % 2 == 0 else h * d + 1 + randint(g, 0, 4)
+        if i == 1 and dim // h == d:  # the first case with dim != n_heads * head_dim: dim // n_heads is not head_dim
+            dim += h  # either, so that a head width taken from dim is wrong on it whatever the seed
         dtype = alternating_dtype(i)
         heads = randn(g, batch + (h, seq, d), dtype)
         w_o = randn(g, (dim, h * d), dtype, 1.0 / math.sqrt(h * d))

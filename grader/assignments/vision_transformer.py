@@ -37,6 +37,8 @@ def _image_shape(g: torch.Generator, i: int) -> tuple[int, int, int, int, int]:
         gh = gw = 1  # one patch covers the image
     b = [1, 2, 3][i % 3]
     c = [3, 1, 2][i % 3] if i % 2 else 3
+    if i == 0 and gh * gw == c * p * p:  # the first case with as many patches as a patch has values would
+        gw += 1  # take patches along the wrong axis, (B, C*P*P, N), for the right shape
     return b, c, gh * p, gw * p, p
 
 
@@ -362,6 +364,43 @@ DEIT_TOKENS_MISTAKES = [
 DISTILLATION_FORBIDDEN: tuple = (F.cross_entropy, F.nll_loss, F.kl_div)
 
 
+def _labels_apart(teacher: Tensor, labels: Tensor) -> Tensor:
+    """``labels``, where they would be exactly the teacher's labels as a mistake reads them (its softmax over
+    the batch axis, then the argmax over the classes: always class 0 for a batch of one; or ties broken to the
+    last largest entry) while these differ from the right ones: there, using the true labels for both heads and
+    that mistake give the same loss, and neither could be named. One label is then set to the teacher's right
+    one, in a row where the mistake's differs, until no misreading matches (each fix sets one more label to
+    the right one, and labels all right match none)."""
+    t = teacher.double()
+    right = t.argmax(dim=-1)
+    misreads = [m for m in (torch.softmax(t, dim=0).argmax(dim=-1), _last_argmax(t)) if not torch.equal(m, right)]
+    while (misread := next((m for m in misreads if torch.equal(labels, m)), None)) is not None:
+        row = int((misread != right).nonzero()[0])
+        labels = labels.clone()
+        labels[row] = right[row]
+    return labels
+
+
+def _ties_apart_from_batch_softmax(teacher: Tensor) -> Tensor:
+    """``teacher`` (ties for the largest logit in every row), with two of its columns swapped in every row but
+    the first where the labels a softmax over the batch axis gives are exactly the last of each row's largest
+    entries (and these are not the first): there, that softmax and ties broken to the last give the same loss,
+    and neither mistake could be named. Under that softmax, row 0 holds ``1 / (1 + S_j)`` at each of its ties
+    ``j``, ``S_j`` the sum of the other rows' ``exp`` in column ``j``: swapping the columns of its last tie and
+    of its tie with the largest ``S_j`` leaves the last tie the smallest value of its ties, so that row's argmax
+    (the first of equal values) is another column."""
+    t = teacher.double()
+    batch_labels, last = torch.softmax(t, dim=0).argmax(dim=-1), _last_argmax(t)
+    if teacher.shape[0] < 2 or not torch.equal(batch_labels, last) or torch.equal(last, t.argmax(dim=-1)):
+        return teacher
+    ties = (t[0] == t[0].max()).nonzero().flatten()
+    others = t[1:].exp().sum(0)
+    a, b = int(last[0]), int(ties[others[ties].argmax()])
+    teacher = teacher.clone()
+    teacher[1:, [a, b]] = teacher[1:, [b, a]]
+    return teacher
+
+
 def hard_distillation_cases(seed: int = 0, n: int = 24) -> list[Case]:
     """``(cls_logits, dist_logits, teacher_logits, labels)``: batch 1 to 8, 2 to 1000 classes, logits spread
     from 1 to 10; every third case has exact ties for the teacher's largest logit (at 0, so that a rounding of
@@ -381,7 +420,13 @@ def hard_distillation_cases(seed: int = 0, n: int = 24) -> list[Case]:
             for row in range(b):
                 where = torch.randperm(k, generator=g)[:[2, 2, 3][row % 3]]
                 teacher[row, where] = 0.0
+            teacher = _ties_apart_from_batch_softmax(teacher)
             ties = ", ties in the teacher's logits"
+        if i == 0:  # the CLS logits shifted (no softmax changes) so that each is 0.1 or more: in the hard repeat
+            cls = cls - cls.min(-1, keepdim=True).values.clamp(max=0.1) + 0.1  # (x 1e4) exp overflows in every
+            # entry of the row, so a softmax that skips the maximum gives NaN (inf / inf), told from
+            # log(softmax(x)), which gives inf where a target's probability underflows
+        labels = _labels_apart(teacher, labels)
         cases.append(Case((cls, dist, teacher, labels),
                           label=f"logits {(b, k)}, spread {spread:g}, {dtype_name(dtype)}{ties}"))
     return cases + integer_dtype_repeats(cases, (torch.int32,))

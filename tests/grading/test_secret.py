@@ -59,3 +59,21 @@ def test_each_learner_assignment_and_exercise_has_its_own_seed():
 def test_the_secret_is_never_committed():
     done = subprocess.run(["git", "check-ignore", "-q", SECRET_FILE], cwd=ROOT)
     assert done.returncode == 0, f"{SECRET_FILE} is not git-ignored"
+
+
+def test_the_sweep_names_a_mistake_that_other_secrets_misname_and_passes_the_ones_they_keep():
+    """tools/secret_sweep.py, the check behind turning cases per learner on: the entries mended for other seeds
+    (sdpa #41, #47 of 02) hold on the first two sweep secrets; train_bpe #19 of 01, which the sweep found named
+    as another mistake on secrets 1 and 4, is reported with the diagnosis it was told, and the sweep fails."""
+    import sys
+
+    def sweep(*args):
+        return subprocess.run([sys.executable, "-m", "tools.secret_sweep", *args], cwd=ROOT, capture_output=True,
+                              text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+    kept = sweep("--secrets", "2", "--assignment", "02-attention", "--entries", "41", "47", "r0")
+    assert kept.returncode == 0 and "total: 6 judged (secrets 1..2), 0 failure(s)" in kept.stdout, kept.stdout
+    lost = sweep("--secrets", "1", "--assignment", "01-tokenization", "--entries", "19")
+    assert lost.returncode == 1, lost.stdout + lost.stderr
+    assert "train_bpe #19 secret 1" in lost.stdout and "diagnosis lost" in lost.stdout
+    assert "Likely mistake: one merge too few" in lost.stdout
