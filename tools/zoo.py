@@ -13,6 +13,7 @@ on the GPU when there is one and on the CPU otherwise, and writes
     python -m tools.zoo train lm-python-docs        # or: make zoo MODEL=lm-python-docs
     python -m tools.zoo train                       # every recipe: make zoo
     python -m tools.zoo check --record              # re-run every start: make zoo-check
+    python -m tools.zoo evaluate NAME --record      # re-measure a card's metrics after its evaluation changed
 
 Batches are a function of the step (a generator seeded by the recipe's seed
 and the step number), so a run that stops and resumes from its checkpoint
@@ -43,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import zoo
+from course_lib.augment import random_resized_crop
 from course_lib.data import (
     DATE_CHARS,
     DATE_FORMATS,
@@ -87,6 +89,39 @@ class Recipe:
     make_model: Callable[[], nn.Module] | None = None
     #: the stored model, taken from the trained module (DINO would keep the teacher's backbone)
     export: Callable[[nn.Module], nn.Module] | None = None
+    #: train until a held-out loss stops improving (``train.max_steps`` is then a cap), not for a fixed budget
+    early_stop: EarlyStop | None = None
+
+
+@dataclass
+class EarlyStop:
+    """The stopping rule of a recipe trained to convergence.
+
+    Every ``every`` updates the trainer stops and measures ``held_out`` (data the recipe never trains on, and
+    not the test set, which must not choose the step). Training ends once ``patience`` updates have passed
+    without the ``monitor`` metric improving on its best by more than ``min_delta``, or at the recipe's
+    ``max_steps``; the stored model is the one of the best measurement. The scene classifiers watch their
+    held-out *accuracy*: a ViT on a few thousand images grows overconfident on the images it gets wrong, so its
+    held-out loss rises from the first few hundred updates while its accuracy still climbs for a thousand
+    more (``vit-small-aug-n1000``, first tried on its loss: best loss at update 250, accuracy 0.24 there and
+    0.30 at update 750).
+    """
+
+    held_out: Callable[[nn.Module, torch.device], dict]   # -> {"loss": ..., "accuracy": ...}
+    data: str                                              # what the held-out data is, for the card
+    monitor: str = "accuracy"
+    higher_is_better: bool = True
+    every: int = 250
+    patience: int = 1250
+    min_delta: float = 0.005
+
+    def improves(self, value: float, best: float) -> bool:
+        return value > best + self.min_delta if self.higher_is_better else value < best - self.min_delta
+
+    def describe(self) -> str:
+        return (f"every {self.every} updates, the {self.monitor} on the held-out data; stop once {self.patience} "
+                f"updates pass without it {'rising above' if self.higher_is_better else 'falling below'} its best "
+                f"by more than {self.min_delta}, and keep the weights of the best measurement")
 
 
 def _classification_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
@@ -163,10 +198,12 @@ SCENE_TEST = 2000
 
 def _classifier_recipe(name: str, kind: str, config: dict, *, steps: int, lr: float, batch_size: int = 128,
                        weight_decay: float = 0.05, train_set: int | None = None, seed: int = 0,
-                       notes: str = "") -> Recipe:
+                       augment: bool = False, early_stop: EarlyStop | None = None, notes: str = "") -> Recipe:
     """A scene classifier. ``train_set=None``: fresh scenes at every step; ``n``: batches drawn (with
     replacement) from the ``n`` fixed scenes of :func:`course_lib.zoo.scene_train_set`. ``seed``: of the
-    initialisation and of the batches."""
+    initialisation and of the batches. ``augment``: a random-resized crop and flip of every image
+    (:func:`course_lib.augment.random_resized_crop`). ``early_stop``: train to convergence, the learning rate
+    constant after its warm-up, ``steps`` only a cap (:class:`EarlyStop`)."""
     @functools.cache
     def fixed() -> tuple[Tensor, Tensor]:  # drawn on first use (16,000 scenes take seconds), not to read the recipe
         return zoo.scene_train_set(train_set, SCENE_SIZE)[:2]
@@ -175,10 +212,11 @@ def _classifier_recipe(name: str, kind: str, config: dict, *, steps: int, lr: fl
         g = _step_generator(seed, step)
         if train_set is None:
             x, y, _ = scenes(batch_size, SCENE_SIZE, g)
-            return x, y
-        idx = torch.randint(0, train_set, (batch_size,), generator=g)
-        images, labels = fixed()
-        return images[idx], labels[idx]
+        else:
+            idx = torch.randint(0, train_set, (batch_size,), generator=g)
+            images, labels = fixed()
+            x, y = images[idx], labels[idx]
+        return (random_resized_crop(x, g, scale=AUGMENT_SCALE), y) if augment else (x, y)
 
     def evaluate(model, device):
         metrics = {"test_accuracy": zoo.scene_accuracy(model, device=device)}
@@ -191,17 +229,46 @@ def _classifier_recipe(name: str, kind: str, config: dict, *, steps: int, lr: fl
         data = f"scenes({batch_size}, {SCENE_SIZE}) per step, fresh images from a generator seeded by (seed, step)"
     else:
         data = (f"{train_set:,} fixed scenes (course_lib.zoo.scene_train_set({train_set})); batches of {batch_size} "
-                f"drawn with replacement by a generator seeded by (seed, step), no augmentation")
+                f"drawn with replacement by a generator seeded by (seed, step)")
+    data += (f", each image randomly cropped (a share {AUGMENT_SCALE} of its area, aspect 3/4 to 4/3) and resized "
+             f"back, and flipped with probability 1/2 (course_lib.augment.random_resized_crop)" if augment
+             else ", no augmentation")
+    if early_stop is None:  # warm-up, then a cosine decay to 1% over the fixed budget
+        train = TrainConfig(lr=lr, weight_decay=weight_decay, betas=(0.9, 0.999), warmup_steps=steps // 20,
+                            max_steps=steps, min_lr_ratio=0.01, grad_clip=1.0, log_every=25, seed=seed)
+    else:  # warm-up, then constant (a cosine to the same rate): the held-out loss decides the end
+        train = TrainConfig(lr=lr, weight_decay=weight_decay, betas=(0.9, 0.999), warmup_steps=100,
+                            max_steps=steps, min_lr_ratio=1.0, grad_clip=1.0, log_every=25, seed=seed)
     return Recipe(
-        name=name, kind=kind, config=config,
-        train=TrainConfig(lr=lr, weight_decay=weight_decay, betas=(0.9, 0.999), warmup_steps=steps // 20,
-                          max_steps=steps, min_lr_ratio=0.01, grad_clip=1.0, log_every=25, seed=seed),
+        name=name, kind=kind, config=config, train=train,
         data=(f"{data}: {len(SCENE_CLASSES)} classes {SCENE_CLASSES}; evaluated on {SCENE_TEST} fixed scenes "
               f"(course_lib.zoo.scene_test_set)"),
-        batch=batch, loss_fn=_classification_loss, evaluate=evaluate, notes=notes,
+        batch=batch, loss_fn=_classification_loss, evaluate=evaluate, notes=notes, early_stop=early_stop,
         extra={"batch_size": batch_size, "classes": list(SCENE_CLASSES), "image_size": SCENE_SIZE,
-               "train_set": train_set},
+               "train_set": train_set, "augmentation": "random_resized_crop" if augment else None},
     )
+
+
+#: the crops' share of the scene's area: the scenes' object fills a large part of the image, and a crop of at
+#: least 40% of it keeps most of the object, so the label still holds
+AUGMENT_SCALE = (0.4, 1.0)
+SCENE_VALIDATION = 1000
+
+
+@functools.cache
+def _validation_scenes() -> tuple[Tensor, Tensor]:
+    return zoo.scene_validation_set(SCENE_VALIDATION, SCENE_SIZE)[:2]
+
+
+@torch.no_grad()
+def scene_held_out(model: nn.Module, device: torch.device | str = "cpu") -> dict:
+    """Loss and accuracy on the held-out validation scenes (course_lib.zoo.scene_validation_set): the stopping rule's
+    measurement. Leaves the model in eval mode (the trainer puts it back in training mode)."""
+    images, labels = _validation_scenes()
+    model.eval()
+    logits = torch.cat([model(images[i:i + 500].to(device)).float().cpu() for i in range(0, len(images), 500)])
+    return {"loss": F.cross_entropy(logits, labels).item(),
+            "accuracy": (logits.argmax(-1) == labels).float().mean().item()}
 
 
 def _vit_recipe() -> Recipe:
@@ -276,6 +343,24 @@ def _small_vit(name: str, lr: float = 1e-3, train_set: int | None = None, seed: 
 
 def _small_cnn(name: str, train_set: int | None = None) -> Callable[[], Recipe]:
     return lambda: _classifier_recipe(name, "cnn", SMALL_CNN, steps=SMALL_STEPS, lr=2e-3, train_set=train_set)
+
+
+# The data-regime curve to convergence: the same three sizes, every model trained with augmentation until its
+# held-out loss stops improving. Beside the plain ViT, its small-data form: a convolutional stem (the hybrid of
+# chapter 9; Xiao et al. 2021, and the convolutional tokenizer of Hassani et al. 2021), the stem's stride 4
+# giving the plain ViT's 64 tokens to the same four blocks of width 64.
+CONVERGED_CAP = 8000
+SMALL_HYBRID = dict(image_size=SCENE_SIZE, in_chans=3, stem_widths=(16, 32, 64), stem_blocks=(0, 1, 1), dim=64,
+                    n_layers=4, n_heads=4, mlp_ratio=2.0, num_classes=len(SCENE_CLASSES))
+CONVERGED = {"vit": ("vit", SMALL_VIT, 1e-3), "hybrid": ("hybrid", SMALL_HYBRID, 1e-3), "cnn": ("cnn", SMALL_CNN, 2e-3)}
+
+
+def _converged(arch: str, train_set: int) -> Callable[[], Recipe]:
+    kind, config, lr = CONVERGED[arch]
+    name = f"{arch}-small-aug-n{train_set}"
+    rule = EarlyStop(scene_held_out, f"{SCENE_VALIDATION} scenes of course_lib.zoo.scene_validation_set")
+    return lambda: _classifier_recipe(name, kind, config, steps=CONVERGED_CAP, lr=lr, train_set=train_set,
+                                      augment=True, early_stop=rule)
 
 
 # --------------------------------------------------------------------------
@@ -445,6 +530,12 @@ def probe_metrics(backbone: nn.Module, device: torch.device | str = "cpu") -> di
                                                                zoo.scene_features(backbone, view_b, device))}
 
 
+def _dino_train(steps: int, seed: int) -> TrainConfig:
+    """The DINO runs' optimiser and schedule: AdamW at 1e-3, a tenth of the run warming up, cosine to 1 %."""
+    return TrainConfig(lr=1e-3, weight_decay=0.04, betas=(0.9, 0.999), warmup_steps=steps // 10, max_steps=steps,
+                       min_lr_ratio=0.01, grad_clip=3.0, log_every=25, seed=seed)
+
+
 def _dino_recipe(name: str, n_registers: int = 0) -> Recipe:
     config = dict(DINO_VIT, n_registers=n_registers)
     seed, momentum, teacher_temp, student_temp = 0, 0.99, 0.04, 0.1
@@ -466,8 +557,7 @@ def _dino_recipe(name: str, n_registers: int = 0) -> Recipe:
 
     return Recipe(
         name=name, kind="dinov2", config=config,
-        train=TrainConfig(lr=1e-3, weight_decay=0.04, betas=(0.9, 0.999), warmup_steps=DINO_STEPS // 10,
-                          max_steps=DINO_STEPS, min_lr_ratio=0.01, grad_clip=3.0, log_every=25, seed=seed),
+        train=_dino_train(DINO_STEPS, seed),
         data=(f"no labels: shapes_dataset({DINO_BATCH}, {SCENE_SIZE}) per step, fresh images from a generator seeded "
               f"by (seed, step), each cut into 2 global crops ({SCENE_SIZE} px, 40-100 % of the area) and 4 local "
               f"crops (16 px, 10-40 %), flipped and colour-jittered (course_lib.dino.random_multi_crop, "
@@ -479,6 +569,68 @@ def _dino_recipe(name: str, n_registers: int = 0) -> Recipe:
         extra={"batch_size": DINO_BATCH, "head": head, "teacher_temp": teacher_temp, "student_temp": student_temp,
                "teacher_momentum": f"{momentum} -> 1 (cosine)", "center_momentum": 0.9,
                "crops": "2 x 32 px + 4 x 16 px", "classes": list(SHAPES), "image_size": SCENE_SIZE},
+    )
+
+
+# DINO on the scenes (chapter 10): the settings the DINO paper's small runs depend on, tried once
+DINO_SCENES_STEPS = 2500
+DINO_SCENES_PROBE = 2000
+
+
+def scene_probe_metrics(backbone: nn.Module, device: torch.device | str = "cpu") -> dict:
+    """What a frozen backbone's features hold of the scenes: k-NN and linear-probe accuracy of the scene's class,
+    trained on ``scene_train_set(DINO_SCENES_PROBE)`` and measured on the test scenes."""
+    tx, ty, _ = zoo.scene_train_set(DINO_SCENES_PROBE, SCENE_SIZE)
+    vx, vy, _ = zoo.scene_test_set(SCENE_TEST, SCENE_SIZE)
+    tf, vf = zoo.scene_features(backbone, tx, device), zoo.scene_features(backbone, vx, device)
+    return {"knn_accuracy": knn_accuracy(tf, ty, vf, vy),
+            "linear_probe_accuracy": linear_probe_accuracy(tf, ty, vf, vy)}
+
+
+def teacher_temperature(step: int, start: float = 0.04, end: float = 0.07, warmup: int = 750) -> float:
+    """DINO's teacher temperature warm-up: linear from ``start`` to ``end`` over ``warmup`` updates, then ``end``."""
+    return end if step >= warmup else start + (end - start) * step / warmup
+
+
+def _dino_scenes_recipe() -> Recipe:
+    """DINO on fresh scenes, changed where the DINO paper's small runs need it: the teacher temperature warmed up
+    from 0.04 to 0.07 (DINO's schedule), 64 prototypes instead of 256, local crops of 25-50 % of the image (a
+    crop of a few percent is mostly background here, where the object fills a large part), global crops of
+    50-100 %, and 2,500 updates instead of 1,500."""
+    config = dict(DINO_VIT, n_registers=0)
+    seed, momentum, student_temp = 0, 0.99, 0.1
+    head = dict(out_dim=64, hidden_dim=256, bottleneck_dim=64)
+
+    def make_model():
+        return DINOPair(zoo.build("dinov2", config), config["dim"], **head, teacher_temp=teacher_temperature(0),
+                        student_temp=student_temp)
+
+    def batch(step: int) -> tuple:
+        g = _step_generator(seed, step)
+        images = scenes(DINO_BATCH, SCENE_SIZE, g)[0]
+        crops = random_multi_crop(images, g, n_global=2, n_local=4, global_size=SCENE_SIZE, local_size=16,
+                                  global_scale=(0.5, 1.0), local_scale=(0.25, 0.5))
+        return (*[colour_jitter(c, g) for c in crops], teacher_temperature(step - 1),
+                teacher_momentum(step - 1, DINO_SCENES_STEPS, base=momentum))
+
+    def loss_fn(model, b):
+        model.teacher_temp = b[-2]
+        return model.loss(list(b[:-2]), b[-1])
+
+    return Recipe(
+        name="dino-vit-scenes", kind="dinov2", config=config,
+        train=_dino_train(DINO_SCENES_STEPS, seed),
+        data=(f"no labels: scenes({DINO_BATCH}, {SCENE_SIZE}) per step, fresh images from a generator seeded by "
+              f"(seed, step), each cut into 2 global crops ({SCENE_SIZE} px, 50-100 % of the area) and 4 local crops "
+              f"(16 px, 25-50 %), flipped and colour-jittered; the stored model is the teacher's backbone; probed "
+              f"(k-NN, linear) with {DINO_SCENES_PROBE} labelled scenes (course_lib.zoo.scene_train_set) on the "
+              f"{SCENE_TEST} test scenes"),
+        batch=batch, loss_fn=loss_fn, evaluate=scene_probe_metrics, make_model=make_model,
+        export=lambda pair: pair.teacher_backbone,
+        extra={"batch_size": DINO_BATCH, "head": head, "teacher_temp": "0.04 -> 0.07 over 750 updates, then 0.07",
+               "student_temp": student_temp, "teacher_momentum": f"{momentum} -> 1 (cosine)", "center_momentum": 0.9,
+               "crops": "2 x 32 px (50-100 %) + 4 x 16 px (25-50 %)", "classes": list(SCENE_CLASSES),
+               "image_size": SCENE_SIZE},
     )
 
 
@@ -528,10 +680,13 @@ RECIPES: dict[str, Callable[[], Recipe]] = {
     **{f"vit-small-n{n}": _small_vit(f"vit-small-n{n}", train_set=n) for n in DATA_REGIME},
     "cnn-small": _small_cnn("cnn-small"),
     **{f"cnn-small-n{n}": _small_cnn(f"cnn-small-n{n}", train_set=n) for n in DATA_REGIME},
+    # ... and to convergence, with augmentation, the ViT's small-data form (a convolutional stem) beside it
+    **{f"{arch}-small-aug-n{n}": _converged(arch, n) for arch in CONVERGED for n in DATA_REGIME},
     # self-supervised (chapter 10)
     "dino-vit": lambda: _dino_recipe("dino-vit"),
     "dino-vit-reg": lambda: _dino_recipe("dino-vit-reg", n_registers=4),
     "vit-small-shapes": _vit_shapes_recipe,
+    "dino-vit-scenes": _dino_scenes_recipe,
     # distillation (chapter 9.6): the plain and the distilled student under CutMix, three seeds each
     **{f"vit-small-cutmix-seed{k}": functools.partial(_distill_recipe, f"vit-small-cutmix-seed{k}", False, k)
        for k in DISTILL_SEEDS},
@@ -643,6 +798,29 @@ def check_start(name: str, record: bool = False) -> dict:
     return start
 
 
+def _fit_to_convergence(trainer: Trainer, r: Recipe) -> dict:
+    """Train ``trainer`` by recipe ``r`` until its :class:`EarlyStop` rule says stop, load the best weights into
+    the model, and return the card's ``stopping`` record (the rule, the held-out curve, the chosen step)."""
+    rule = r.early_stop
+    batches = _batches(r, trainer.step)
+    held_out, best = [], None
+    while trainer.step < r.train.max_steps:
+        trainer.fit(batches, steps=rule.every)
+        measured = rule.held_out(trainer.model, trainer.device)
+        held_out.append({"step": trainer.step, **measured})
+        print(f"zoo: {r.name}: step {trainer.step}, held-out {measured}")
+        if best is None or rule.improves(measured[rule.monitor], best["value"]):
+            best = {"step": trainer.step, "value": measured[rule.monitor],
+                    "state": copy.deepcopy(trainer.model.state_dict())}
+        elif trainer.step - best["step"] >= rule.patience:
+            break
+    trainer.model.load_state_dict(best["state"])
+    converged = trainer.step - best["step"] >= rule.patience
+    return {"rule": rule.describe(), "best_step": best["step"], "stopped_at": trainer.step,
+            "converged": converged, "held_out": held_out,
+            "held_out_data": rule.data}
+
+
 def train(name: str, *, device: str | None = None, resume: bool = True) -> dict:
     """Train recipe ``name`` to the end, evaluate the stored (rounded) weights and write the checkpoint and card."""
     r = recipe(name)
@@ -650,10 +828,16 @@ def train(name: str, *, device: str | None = None, resume: bool = True) -> dict:
     checkpoint = RUNS / f"{name}.pt"
     if not resume and checkpoint.exists():
         checkpoint.unlink()
+    if r.early_stop is not None:  # its checkpoint would not hold the best weights and held-out curve: no resume
+        checkpoint = None
     trainer = start_trainer(r, checkpoint=checkpoint, device=device)
     history = list(trainer.history)
     t0 = time.perf_counter()
-    trainer.fit(_batches(r, trainer.step))
+    stopping = None
+    if r.early_stop is None:
+        trainer.fit(_batches(r, trainer.step))
+    else:
+        stopping = _fit_to_convergence(trainer, r)
     wall = time.perf_counter() - t0
     # the metrics of the weights as stored: round to the card's dtype, then evaluate in float32
     model = trainer.model
@@ -671,6 +855,7 @@ def train(name: str, *, device: str | None = None, resume: bool = True) -> dict:
                    "data": r.data, "seed": r.train.seed, "steps": trainer.step, **r.extra},
         "metrics": metrics,
         "curve": [{"step": h["step"], "loss": h["loss"], "lr": h["lr"]} for h in trainer.history],
+        **({"stopping": stopping} if stopping is not None else {}),
         "wall_time_s": round(wall, 1),
         "machine": machine(),
         "command": f"python -m tools.zoo train {name}",
@@ -685,6 +870,18 @@ def train(name: str, *, device: str | None = None, resume: bool = True) -> dict:
     return info
 
 
+def evaluate(name: str, record: bool = False) -> dict:
+    """The card's metrics, measured again on the stored weights by the recipe's evaluation (after that evaluation
+    changed: its data, or a metric added); with ``record``, written into the card."""
+    model, card = zoo.load(name)
+    metrics = recipe(name).evaluate(model, torch.device("cpu"))
+    print(f"zoo: {name}: card {card['metrics']}; measured now {metrics}" + (", recorded" if record else ""))
+    if record:
+        card["metrics"] = metrics
+        (zoo.ZOO_DIR / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+    return metrics
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.zoo", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -693,6 +890,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("names", nargs="*")
     t.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     t.add_argument("--restart", action="store_true", help="ignore an existing run checkpoint")
+    e = sub.add_parser("evaluate", help="re-measure stored models' card metrics with their recipe's evaluation")
+    e.add_argument("names", nargs="+")
+    e.add_argument("--record", action="store_true", help="write the re-measured metrics into the cards")
     c = sub.add_parser("check", help="re-run the start of recipes (all when none is named) against their curves")
     c.add_argument("names", nargs="*")
     c.add_argument("--record", action="store_true", help="write each card's start (the updates make test re-runs)")
@@ -700,6 +900,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         for name in args.names or sorted(RECIPES):
             check_start(name, record=args.record)
+        return 0
+    if args.command == "evaluate":
+        for name in args.names:
+            evaluate(name, record=args.record)
         return 0
     if args.command == "list":
         stored = set(zoo.names())

@@ -30,12 +30,14 @@ from course_lib.data import date_pairs, scenes, shapes_with_masks, text_windows
 from course_lib.decoder_lm import DecoderLM, DecoderLMConfig
 from course_lib.deit import DeiT, DeiTConfig
 from course_lib.dinov2 import DINOv2, DINOv2Config
+from course_lib.hybrid import HybridConfig, HybridViT
 from course_lib.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from course_lib.swin import Swin, SwinConfig
 from course_lib.vit import ViT, ViTConfig
 
 __all__ = ["ZOO_DIR", "MODEL_KINDS", "names", "card", "build", "load", "save", "lm_eval_windows", "scene_test_set",
-           "scene_train_set", "scene_accuracy", "scene_features", "shape_test_set", "shape_train_set", "date_test_set"]
+           "scene_validation_set", "scene_train_set", "scene_accuracy", "scene_features", "shape_test_set",
+           "shape_train_set", "date_test_set"]
 
 ZOO_DIR = Path(__file__).resolve().parent
 #: model kind (as written in a card) -> (config class, model class)
@@ -46,6 +48,7 @@ MODEL_KINDS: dict[str, tuple[type, type[nn.Module]]] = {
     "dinov2": (DINOv2Config, DINOv2),
     "swin": (SwinConfig, Swin),
     "cnn": (ConvNetConfig, ConvNet),
+    "hybrid": (HybridConfig, HybridViT),
     "seq2seq": (Seq2SeqConfig, Seq2SeqTransformer),
 }
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -144,6 +147,17 @@ def scene_train_set(n: int, size: int = 32) -> tuple[Tensor, Tensor, Tensor]:
     seed from the test scenes and from the recipes' per-step batches.
     """
     return scenes(n, size, torch.Generator().manual_seed(SCENE_TRAIN_SEED + n))
+
+
+SCENE_VALIDATION_SEED = 424_242
+
+
+def scene_validation_set(n: int = 1000, size: int = 32) -> tuple[Tensor, Tensor, Tensor]:
+    """``(images, labels, masks)``: the held-out scenes on which a recipe decides when to stop training.
+
+    Disjoint in seed from the test scenes (which must not choose the stopping step) and from the training sets.
+    """
+    return scenes(n, size, torch.Generator().manual_seed(SCENE_VALIDATION_SEED))
 
 
 @torch.no_grad()

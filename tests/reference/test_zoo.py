@@ -33,14 +33,37 @@ def test_the_card_records_the_recipe_it_was_trained_by(name):
     card = zoo.card(name)
     r = recipes.recipe(name)
     assert card["model"] == {**card["model"], "kind": r.kind, "config": json.loads(json.dumps(r.config))}
-    assert card["recipe"]["seed"] == r.train.seed and card["recipe"]["steps"] == r.train.max_steps
+    # a recipe trained to convergence ran until its stopping rule said stop, at most its max_steps
+    steps = r.train.max_steps if r.early_stop is None else card["stopping"]["stopped_at"]
+    assert card["recipe"]["seed"] == r.train.seed and card["recipe"]["steps"] == steps <= r.train.max_steps
     stored_train = card["recipe"]["train"]
     for key, value in stored_train.items():
         stored = json.loads(json.dumps(getattr(r.train, key)))
         assert stored == value, f"{name}: the recipe's {key} changed since training"
-    assert card["curve"][-1]["step"] == r.train.max_steps
+    assert card["curve"][-1]["step"] == steps
     for key in ("cpu", "cores", "threads", "cpu_capability", "torch"):
         assert key in card["machine"]
+
+
+@pytest.mark.parametrize("name", [n for n in STORED if recipes.recipe(n).early_stop is not None])
+def test_a_run_to_convergence_stopped_where_its_rule_says(name):
+    """The card's held-out curve, read by the recipe's stopping rule, gives the card's best and last step: a
+    measurement every ``every`` updates, the stored weights those of the best one, and the run ended once
+    ``patience`` updates passed without a better one (or at max_steps, and then the card says it did not
+    converge)."""
+    card, rule, cap = zoo.card(name), recipes.recipe(name).early_stop, recipes.recipe(name).train.max_steps
+    stopping = card["stopping"]
+    assert stopping["rule"] == rule.describe()
+    steps = [m["step"] for m in stopping["held_out"]]
+    assert steps == list(range(rule.every, stopping["stopped_at"] + 1, rule.every)), steps
+    best = None
+    for m in stopping["held_out"]:
+        if best is None or rule.improves(m[rule.monitor], best[rule.monitor]):
+            best = m
+    assert stopping["best_step"] == best["step"]
+    assert stopping["converged"] == (stopping["stopped_at"] - best["step"] >= rule.patience)
+    assert stopping["converged"] or stopping["stopped_at"] == cap
+    assert stopping["stopped_at"] - rule.every < best["step"] + rule.patience or stopping["stopped_at"] == cap
 
 
 @pytest.mark.slow
