@@ -23,7 +23,8 @@ build on earlier modules, never the reverse:
   and the paper's sizes; beside it :mod:`~course_lib.cnn` (09), the residual
   CNN baseline; :mod:`~course_lib.attention_as_convolution` (09), attention
   that computes a convolution; :mod:`~course_lib.hybrid` (09), a CNN stem
-  feeding a ViT; :mod:`~course_lib.deit` (09), the distillation token.
+  feeding a ViT; :mod:`~course_lib.augment` (09), random-resized crops and
+  flips; :mod:`~course_lib.deit` (09), the distillation token.
 * :mod:`~course_lib.dinov2` (10): DINOv2's backbone (LayerScale, mask token,
   registers); :mod:`~course_lib.dino` (10): DINO's self-distillation recipe
   (head, loss, centering, EMA, multi-crop); :mod:`~course_lib.probes` (10):

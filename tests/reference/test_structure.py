@@ -13,7 +13,7 @@ from nbtools import ROOT
 CHAPTER = {
     "tokenizer": 1, "positional": 1, "attention": 2, "multi_head": 3, "norms": 4, "mlp": 5, "blocks": 5,
     "seq2seq": 6, "decoder_lm": 7, "efficient": 8, "vit": 9, "cnn": 9, "dinov2": 10, "dino": 10, "probes": 10,
-    "swin": 11, "attention_as_convolution": 9, "hybrid": 9, "deit": 9, "masked_image": 10,
+    "swin": 11, "attention_as_convolution": 9, "hybrid": 9, "augment": 9, "deit": 9, "masked_image": 10,
 }
 #: tools around the book, free to import any chapter's module
 UTILITIES = {"__init__", "training", "data", "interop", "experiment", "counting", "zoo", "summary"}
