@@ -22,9 +22,10 @@ from nbgrader.preprocessors import (
 )
 
 import grader
-from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests
+from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests, grading_secret_file
 from grader.late import CourseLatePolicy, DeadlineError, read_deadlines
 from grader.mathml import MathAsMathML
+from grader.secret import GradingSecretError
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
@@ -106,14 +107,19 @@ c.GuardedExecute.memory_mb = int(os.environ.get("GRADER_MEMORY_MB", "4096"))
 # GRADER_OS_FENCE=none where it cannot run (the Python fence alone; grading says so when it starts).
 c.GuardedExecute.os_fence = os.environ.get("GRADER_OS_FENCE", "bwrap")
 c.GuardedExecute.timeout = 60
-# Cases per learner (grader/secret.py) is off unless GRADING_SECRET_FILE names the secret's file (made there on
-# the first grading; back it up with the gradebook): each learner's hidden cases then come from a seed derived
-# from it. Off by default because the hidden tests were tuned on the registry's seeds: over 60 other secrets
-# (python -m tools.secret_sweep --secrets 60) every right implementation keeps its marks and every mistake loses
-# marks, but 38 of 44,040 judgements name another mistake than the catalogued one (01 train_bpe #19 on 27
-# secrets, 06 label_smoothed_loss #27 on 7, 06 cross_attention #44 on 2, 04 layer_norm_backward #53/#54 on 1).
-# The case generators must hold on any seed first.
-c.GuardedExecute.secret_file = os.environ.get("GRADING_SECRET_FILE", "").strip()
+# Cases per learner (grader/secret.py): each learner's hidden cases come from a seed derived from the course's
+# grading secret, which the first grading writes to grading-secret in the course folder, next to the gradebook
+# (git-ignored, hidden from the grading kernel; back it up with the gradebook). GRADING_SECRET_FILE names another
+# file, or `none` for the registry's public seeds. `python -m tools.secret_sweep --secrets 100` judges every
+# catalogued implementation on the cases 100 other secrets draw (73,400 judgements: every one as catalogued).
+def _secret_path(course_root, value):
+    try:
+        return grading_secret_file(course_root, value)
+    except GradingSecretError as exc:  # refused like a bad gradebook URL: never grade with a secret learners see
+        raise SystemExit(f"nbgrader_config.py: {exc}") from None
+
+
+c.GuardedExecute.secret_file = _secret_path(c.CourseDirectory.root, os.environ.get("GRADING_SECRET_FILE"))
 c.GuardedExecute.interrupt_on_timeout = True
 c.GuardedExecute.raise_on_iopub_timeout = False
 c.GuardedExecute.execute_retries = 0

@@ -84,12 +84,16 @@ class RestoreDeletedTests(NbGraderPreprocessor):
         return nb, resources
 
 
+#: the course's folders the grading kernel may read: the release, the book, the grader's kernel side, the environment
+PUBLIC_DIRS = ("exercises", "chapters", "grader", ".venv")
+
+
 class GuardedExecute(Execute):
     """nbgrader's Execute in a fenced kernel that survives a learner's code killing it."""
 
     course_root = Unicode("", help="the course folder, closed to the learner's code").tag(config=True)
     memory_mb = Integer(4096, help="address-space limit of the grading kernel, in MiB (0: none)").tag(config=True)
-    public_dirs = List(Unicode(), ["exercises", "chapters", "grader", ".venv"],
+    public_dirs = List(Unicode(), list(PUBLIC_DIRS),
                        help="folders of the course that stay readable").tag(config=True)
     closed_dirs = List(Unicode(), ["course_lib", os.path.join("grader", "assignments")],
                        help="folders closed to the kernel even inside a readable one: the reference and the "
@@ -100,8 +104,8 @@ class GuardedExecute(Execute):
                                      "no network, the instructor's files out of view) or 'none' (the Python fence "
                                      "alone)").tag(config=True)
     secret_file = Unicode("", help="the course's grading secret (grader/secret.py): each learner's hidden cases are "
-                                   "drawn from a seed derived from it, created there if missing; empty: the "
-                                   "registry's fixed seeds").tag(config=True)
+                                   "drawn from a seed derived from it, created there if missing, and hidden from "
+                                   "the kernel; empty: the registry's fixed seeds").tag(config=True)
     shutdown_kernel = Enum(["graceful", "immediate"], "immediate",
                            help="how the kernel stops after the last cell: 'immediate' (its state is thrown away; "
                                 "a graceful stop waits 1.5-2.5 s per notebook for its exit hooks)").tag(config=True)
@@ -118,7 +122,7 @@ class GuardedExecute(Execute):
         graded = os.path.dirname(os.path.dirname(os.path.realpath(workdir)))
         with fenced(workdir, self.course_root or os.getcwd(), public_dirs=list(self.public_dirs),
                     closed_dirs=list(self.closed_dirs), memory_mb=self.memory_mb, os_fence=self.os_fence,
-                    private_dirs=list(self.private_dirs),
+                    private_dirs=list(self.private_dirs) + ([self.secret_file] if self.secret_file else []),
                     warm_root=graded if os.path.basename(graded) == "autograded" else None) as fence:
             self._fence_dir, self._exchange = fence.fence_dir, fence.exchange
             if fence.bwrap is not None:
@@ -243,6 +247,19 @@ class GuardedExecute(Execute):
                 continue
             msg_id = await ensure_async(self.kc.execute(earlier.source, store_history=False, silent=True))
             await self.async_wait_for_reply(msg_id, earlier)
+
+
+#: the course's folders that hold learners' work, which the grading kernel of that work can read
+LEARNER_DIRS = ("submitted", "autograded", "feedback")
+
+
+def grading_secret_file(course_root: str, value: str | None) -> str:
+    """The grading secret's file for this course (:func:`grader.secret.secret_path`): ``GRADING_SECRET_FILE``'s
+    ``value``, by default ``grading-secret`` in the course folder; refused inside a folder the grading kernel
+    reads (the fence's public folders, the learners' work)."""
+    from .secret import secret_path
+
+    return secret_path(course_root, value, [*PUBLIC_DIRS, *LEARNER_DIRS])
 
 
 class HideHiddenTests(NbGraderPreprocessor):

@@ -12,6 +12,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from . import wire  # noqa: F401 - how a torch.Generator is copied (wire.generator_from_state), for Case.clone
+
 
 @dataclass
 class Case:

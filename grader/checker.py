@@ -15,6 +15,7 @@ test cell as partial credit.
 
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import Any, Callable, Iterable, Sequence
 
@@ -22,7 +23,15 @@ import torch
 from torch import Tensor
 
 from .cases import Case, dtype_name, is_integer, tensors_of
-from .compare import check_gradients, close, describe_diff, describe_value, same_value, value_tolerance
+from .compare import (
+    check_gradients,
+    close,
+    describe_diff,
+    describe_value,
+    same_value,
+    value_tolerance,
+    values_agree,
+)
 from .diagnosis import Mistake, first_divergence, match_mistake, match_table_mistake, match_value_mistake
 from .failures import ExerciseFailure
 from .guards import ShapeWatch
@@ -138,13 +147,14 @@ def check_function(
         prepared.append((case, case.clone(), mine))
     # where a call is a trip to the grading kernel, one trip for every case (and its gradients)
     learner.prefetch([mine for _, _, mine in prepared], name, forbidden, allowed, gradients=check_grad)
-    for case, pristine, mine in prepared:
+    for i, (case, pristine, mine) in enumerate(prepared):
         label = case.label or "a random case"
         out = call_learner(learner, mine, name, forbidden, allowed)
+        others = functools.partial(other_results, learner, reference, prepared, i, name, forbidden, allowed)
         with torch.no_grad():
             expected = reference(*pristine.clone().args, **pristine.clone().kwargs)
         if not isinstance(expected, Tensor):  # numbers, lists, tuples, dicts...
-            check_value(name, out, expected, pristine, mine, diagnoses, label)
+            check_value(name, out, expected, pristine, mine, diagnoses, label, others)
             check_new_object(name, out, mine, reference, pristine, label)
             continue
         out = as_tensor_result(out, name, label)
@@ -159,9 +169,9 @@ def check_function(
             raise ExerciseFailure(msg)
         if out.dtype != expected_dtype:
             raise ExerciseFailure(dtype_message(name, out, expected_dtype, pristine, label))
-        atol, rtol = value_tolerance(reference, pristine, ref64, formulations)
-        if not close(out, ref64, atol, rtol):
-            found = match_mistake(out, pristine, diagnoses, ref64)
+        agrees, (atol, rtol) = values_agree(out, reference, pristine, ref64, formulations)
+        if not agrees:
+            found = match_mistake(out, pristine, diagnoses, ref64, check_tol=(atol, rtol), others=others)
             found = found or naive_numerics(learner, reference, pristine, name, forbidden, allowed, formulations)
             if not found and (torch.isnan(out).any() and not torch.isnan(ref64).any()
                               or torch.isinf(out).any() and not torch.isinf(ref64).any()):
@@ -235,11 +245,42 @@ def container_mismatch(out: Any, expected: Any, where: str = "the result") -> st
     return ""
 
 
-def check_value(name, out, expected, pristine: Case, mine: Case, diagnoses: Sequence[Mistake], label: str) -> None:
+def other_results(learner: Learner, reference: Callable, prepared: Sequence[tuple[Case, Case, Case]], failed: int,
+                  name: str, forbidden: Iterable[Callable] = (), allowed: Iterable[Any] = ()) -> list[tuple]:
+    """``(case, learner's result, reference's result)`` on every case but the one that failed, the evidence that
+    tells apart two mistakes one case cannot (:func:`grader.diagnosis.corroborated`).
+
+    The cases before it passed, so there the learner's result is the
+    reference's; the ones after it are run (answers fetched already, where
+    the learner's code runs in its own kernel), and those the learner's code
+    fails on are left out. The reference's tensors are in float64.
+    """
+    found = []
+    for j, (_, pristine, mine) in enumerate(prepared):
+        if j == failed:
+            continue
+        with torch.no_grad():
+            theirs = reference(*pristine.clone().args, **pristine.clone().kwargs)
+            if isinstance(theirs, Tensor):
+                c64 = pristine.in_float64()
+                theirs = reference(*c64.args, **c64.kwargs)
+        if j < failed:
+            found.append((pristine, theirs, theirs))
+            continue
+        try:
+            out = call_learner(learner, mine, name, forbidden, allowed)
+        except ExerciseFailure:
+            continue
+        found.append((pristine, out, theirs))
+    return found
+
+
+def check_value(name, out, expected, pristine: Case, mine: Case, diagnoses: Sequence[Mistake], label: str,
+                others: Callable[[], list] = list) -> None:
     if out is None and expected is not None:
         raise ExerciseFailure(f"{name} returned None ({label}). Did you forget to `return` the result?")
     if not same_value(out, expected):
-        found = match_value_mistake(out, pristine, diagnoses, expected)
+        found = match_value_mistake(out, pristine, diagnoses, expected, others)
         raise ExerciseFailure(f"{name} gives a wrong result ({label}): {describe_value(out, expected)}.{found}")
     mismatch = container_mismatch(out, expected)
     if mismatch:

@@ -1,23 +1,25 @@
 """Cases per learner: each hidden test draws its cases from a seed only the instructor can compute.
 
 The registry's seeds (``grader/assignments/``) are in every learner's copy of
-the repository, so anyone could draw the hidden cases at home and fit a
-function to them. With ``GRADING_SECRET_FILE`` set (say, to ``grading-secret``
-in the course folder: git-ignored, closed to the grading kernel like the rest
-of the course folder), the seed comes instead from that **grading secret**,
-32 random bytes ``make grade`` creates there on its first run (mode 0600),
-and from the learner's id, the assignment and the exercise
-(:func:`learner_seed`, an HMAC-SHA256). So every learner gets cases of their
-own, the same ones at every regrade while the secret is kept, and nobody
-without the secret can draw them.
+the repository, so anyone could draw those cases at home and fit a function to
+them. ``make grade`` draws each learner's cases instead from a seed derived
+(:func:`learner_seed`, an HMAC-SHA256) from the course's **grading secret**,
+the learner's id, the assignment and the exercise. So every learner gets
+cases of their own, the same ones at every regrade while the secret is kept,
+and nobody without the secret can draw them.
 
-It is off by default (``nbgrader_config.py`` says why): the hidden tests'
-cases were tuned on the registry's seeds, and on other seeds a few catalogued
-mistakes are named as another mistake (``python -m tools.secret_sweep``).
+The secret is 32 random bytes that the first grading writes (mode 0600) to
+``grading-secret`` in the course folder, next to the default gradebook
+(``GRADING_SECRET_FILE`` names another file; :func:`secret_path`). The
+course folder is git-ignored there and closed to the grading kernel, and the
+fence hides the file itself wherever it lies (:class:`grader.autograde.
+GuardedExecute`). ``GRADING_SECRET_FILE=none`` grades on the registry's
+public seeds instead.
 
 Back the secret up with the gradebook: with another secret, a regrade draws
 other cases (a right function keeps full marks on any cases; a function that
-is right only on some may score differently).
+is right only on some may score differently). ``python -m tools.secret_sweep``
+judges every catalogued implementation on the cases other secrets draw.
 """
 
 from __future__ import annotations
@@ -30,11 +32,35 @@ import secrets
 
 #: the secret's file's usual name, in the course folder (git-ignored)
 SECRET_FILE = "grading-secret"
+#: the value of ``GRADING_SECRET_FILE`` that grades on the registry's public seeds
+OFF = "none"
 _FORMAT = re.compile(r"^[0-9a-f]{64}$")
 
 
 class GradingSecretError(ValueError):
     """The grading secret's file cannot be read as a secret."""
+
+
+def secret_path(course_root: str, value: str | None, readable: list[str] = ()) -> str:
+    """The grading secret's file: ``value`` (``GRADING_SECRET_FILE``; relative to the course folder), by default
+    ``grading-secret`` in the course folder; ``""`` where ``value`` is ``none`` (the registry's seeds).
+
+    ``readable``: folders of the course the grading kernel may read (the
+    fence's public folders, the learners' submissions); a secret inside one
+    of them is refused, since the kernel would see it.
+    """
+    value = (value or "").strip()
+    if value.lower() == OFF:
+        return ""
+    path = os.path.abspath(os.path.join(course_root, value or SECRET_FILE))
+    for folder in readable:
+        folder = os.path.abspath(os.path.join(course_root, folder))
+        if path == folder or path.startswith(folder.rstrip(os.sep) + os.sep):
+            raise GradingSecretError(
+                f"GRADING_SECRET_FILE={value!r} lies in {folder}, which the grading kernel can read: keep the "
+                f"grading secret where learners' code cannot (the default, {SECRET_FILE} in the course folder, "
+                f"or a file outside the course), or set GRADING_SECRET_FILE={OFF} for the registry's seeds")
+    return path
 
 
 def read_or_create(path: str) -> tuple[bytes, bool]:

@@ -34,9 +34,10 @@ gradebook:
   of this course, a refused worker, a task lost), and everything else is still
   graded. A submission that kills its kernel scores zero there, as locally.
 
-With ``GRADING_SECRET_FILE`` (cases per learner), the secret travels with each
-task into the scratch course, mode 0600, and is gone when the task ends: the
-worker's kernel draws the learner's cases from it as the client's would.
+Cases per learner: the client's grading secret travels with each task into
+the scratch course, mode 0600, and is gone when the task ends, so the worker
+draws the learner's cases from it as the client would (with
+``GRADING_SECRET_FILE=none`` on the client, the registry's seeds there too).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+
+from grader.secret import OFF, SECRET_FILE
 
 #: what a worker's grading depends on: the grading code of the clone that runs it, and the course's assignments
 #: and nbgrader configuration; two graders grade alike when these hash alike
@@ -161,8 +164,9 @@ def grade_task(assignment: str, student: str, files: dict[str, bytes], client_ha
         for rel, data in files.items():
             (folder / rel).write_bytes(data)
         env = worker_environment()
+        env["GRADING_SECRET_FILE"] = OFF  # the client's choice: its secret, or the registry's seeds
         if secret is not None:
-            secret_file = course / "grading-secret"
+            secret_file = course / SECRET_FILE
             secret_file.touch(mode=0o600)
             secret_file.write_bytes(secret)
             env["GRADING_SECRET_FILE"] = str(secret_file)

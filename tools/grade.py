@@ -27,9 +27,10 @@ For each assignment that has submissions (``submitted/<student>/<assignment>/``)
    each as a task on a Dask cluster, recorded here (:mod:`tools.cluster`). A cell that runs past the per-cell
    timeout is interrupted and scores zero; a cell that kills the kernel scores
    zero and grading goes on; a deleted test cell scores zero and is named.
-   With ``GRADING_SECRET_FILE`` set, each learner's hidden cases are their own,
-   drawn from that grading secret (:mod:`grader.secret`; the first run creates
-   it and says so); without it, the registry's seeds;
+   Each learner's hidden cases are their own, drawn from the course's grading
+   secret (:mod:`grader.secret`: ``grading-secret`` in the course folder, or
+   the file ``GRADING_SECRET_FILE`` names; the first run creates it and says
+   so); ``GRADING_SECRET_FILE=none`` grades on the registry's seeds;
 4. ``grades.csv`` lists every student and assignment with the score from
    the gradebook, a status and a message column, and a table of every
    student's points per exercise is printed.
@@ -44,7 +45,6 @@ import argparse
 import contextlib
 import csv
 import datetime as dt
-import functools
 import hashlib
 import json
 import math
@@ -65,7 +65,9 @@ from zoneinfo import ZoneInfo
 import nbformat
 
 from grader import warm
+from grader.autograde import grading_secret_file
 from grader.late import DeadlineError, Deadlines, read_deadlines
+from grader.nbgrader_processes import THREAD_VARIABLES, NbgraderProcesses
 from grader.secret import GradingSecretError, read_or_create
 from tools.gradebook import gradebook_url, score_after_penalty
 
@@ -88,16 +90,16 @@ class Problem:
         return f"student '{self.student}', {self.path}: {self.reason}"
 
 
-def nbgrader_command(*args: str, root: Path, timeout: int | None = None) -> list[str]:
+def nbgrader_executable() -> str:
     exe = Path(sys.executable).with_name("nbgrader")
-    cmd = [str(exe) if exe.exists() else "nbgrader", *args, f"--CourseDirectory.root={root}"]
+    return str(exe) if exe.exists() else "nbgrader"
+
+
+def nbgrader_command(*args: str, root: Path, timeout: int | None = None) -> list[str]:
+    cmd = [nbgrader_executable(), *args, f"--CourseDirectory.root={root}"]
     if timeout is not None:
         cmd.append(f"--Execute.timeout={timeout}")
     return cmd
-
-
-#: what sets the threads of torch (and the BLAS under it) in a grading kernel
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def kernel_threads(jobs: int) -> int:
@@ -415,40 +417,56 @@ def grant_extensions(root: Path, assignment: str, students: list[str], deadlines
             gb.grant_extension(assignment, student, minutes=extension.total_seconds() / 60)
 
 
-def autograde(root: Path, assignment: str, students: list[str], everyone: list[str],
-              timeout: int | None, threads: int | None = None,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Autograde some students' submissions in one nbgrader run (``--force``: a resubmission replaces the
-    earlier autograded copy); the rest of the class is excluded from this run. ``env``: as for
-    :func:`sync_gradebook`."""
+def autograde_arguments(root: Path, assignment: str, students: list[str], everyone: list[str],
+                        timeout: int | None) -> list[str]:
+    """nbgrader's arguments to autograde some students' submissions in one run (``--force``: a resubmission
+    replaces the earlier autograded copy); the rest of the class is excluded from the run."""
     args = ["autograde", assignment, "--force", "--log-level=INFO"]
     others = sorted(set(everyone) - set(students))
     if others:
         args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
-    cmd = nbgrader_command(*args, root=root, timeout=timeout)
+    args = nbgrader_command(*args, root=root, timeout=timeout)[1:]
     if timeout is not None:
-        cmd.append(f"--GuardedExecute.timeout={timeout}")
+        args.append(f"--GuardedExecute.timeout={timeout}")
+    return args
+
+
+def autograde(root: Path, assignment: str, students: list[str], everyone: list[str],
+              timeout: int | None, threads: int | None = None,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Autograde some students' submissions with one ``nbgrader autograde`` command (:func:`autograde_arguments`).
+    ``env``: as for :func:`sync_gradebook`."""
+    cmd = [nbgrader_executable(), *autograde_arguments(root, assignment, students, everyone, timeout)]
     environ = _env(threads, base=env)
     res = subprocess.run(cmd, cwd=root, env=environ, capture_output=True, text=True)
-    if res.returncode != 0 and "database is locked" in res.stdout + res.stderr:  # SQLite and a parallel grader
+    if locked(res):  # SQLite and a parallel grader
         res = subprocess.run(cmd, cwd=root, env=environ, capture_output=True, text=True)
     return res
 
 
+def locked(res: subprocess.CompletedProcess) -> bool:
+    """Whether a failed autograde met a SQLite gradebook another grader was writing (worth one more try)."""
+    return res.returncode != 0 and "database is locked" in res.stdout + res.stderr
+
+
 @dataclass
 class LocalGrading:
-    """Grading on this machine: ``jobs`` nbgrader processes at once, each grading a batch of learners (its
-    start-up paid once). :class:`tools.cluster.ClusterGrading` is the same interface on a Dask cluster."""
+    """Grading on this machine: ``jobs`` long-lived nbgrader processes (:mod:`grader.nbgrader_processes`), each
+    grading one batch of learners at a time, nbgrader's start paid once per process for the whole run.
+    :class:`tools.cluster.ClusterGrading` is the same interface on a Dask cluster."""
 
     root: Path
     jobs: int
     timeout: int | None = None
     _warm: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
+    _processes: NbgraderProcesses | None = field(default=None, repr=False)
 
     def open(self) -> None:
         """The nbgrader processes of this run share their warm processes (grader.warm): one per view of the
         machine and thread count, started by the first to need it, not one per nbgrader process."""
         self._warm.enter_context(warm.shared_warm_processes())
+        self._processes = NbgraderProcesses(self.root, self.jobs, _env())
+        self._warm.callback(self._processes.close)
 
     def close(self) -> None:
         self._warm.close()
@@ -459,8 +477,13 @@ class LocalGrading:
     def grade(self, assignment: str, students: list[str], everyone: list[str]) -> list[tuple[str, str]]:
         """Autograde ``students`` (the rest of ``everyone`` excluded); returns (learner, why) for what failed."""
         batches = [students[i::self.jobs] for i in range(min(self.jobs, len(students)))]
-        grade_batch = functools.partial(autograde, self.root, assignment, everyone=everyone, timeout=self.timeout,
-                                        threads=kernel_threads(len(batches)))
+        threads = {name: str(kernel_threads(len(batches))) for name in THREAD_VARIABLES}
+
+        def grade_batch(batch: list[str]) -> subprocess.CompletedProcess:
+            argv = autograde_arguments(self.root, assignment, batch, everyone, self.timeout)
+            res = self._processes.run(argv, threads)
+            return self._processes.run(argv, threads) if locked(res) else res
+
         failed = []
         with ThreadPoolExecutor(max_workers=max(1, len(batches))) as pool:
             for batch, res in zip(batches, pool.map(grade_batch, batches)):
@@ -649,16 +672,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make grade: --jobs must be a positive number of submissions, got {jobs}", file=sys.stderr)
         return 2
 
-    secret_file = os.environ.get("GRADING_SECRET_FILE", "").strip()
-    if secret_file:  # cases per learner: made once here, before the graders start, and read by each of them
-        try:
-            _, created = read_or_create(secret_file)
-        except (GradingSecretError, OSError) as exc:
-            print(f"make grade: {exc}; nothing was graded", file=sys.stderr)
-            return 2
-        if created:
-            print(f"make grade: created the grading secret {secret_file}: each learner's hidden cases are drawn "
-                  "from it. Back it up with the gradebook: a regrade with another secret draws other cases.")
+    try:  # cases per learner: the secret is made once here, before the graders start, and read by each of them
+        secret_file = grading_secret_file(str(root), os.environ.get("GRADING_SECRET_FILE"))
+        created = bool(secret_file) and read_or_create(secret_file)[1]
+    except (GradingSecretError, OSError) as exc:
+        print(f"make grade: {exc}; nothing was graded", file=sys.stderr)
+        return 2
+    if created:
+        print(f"make grade: created the grading secret {secret_file}: each learner's hidden cases are drawn "
+              "from it. Back it up with the gradebook: a regrade with another secret draws other cases.")
+    elif not secret_file:
+        print("make grade: GRADING_SECRET_FILE=none: the hidden cases are the registry's, which every learner "
+              "can draw from the repository")
 
     problems: list[Problem] = []
     if args.zip is not None:

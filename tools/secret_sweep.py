@@ -40,6 +40,8 @@ import os
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -204,8 +206,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{time.monotonic() - start:.0f} s] {slug} judged", file=sys.stderr, flush=True)
     else:
         chunks = [work[j::args.jobs] for j in range(args.jobs)]
-        with get_context("fork").Pool(args.jobs) as pool:
-            results = [r for part in pool.map(_work, chunks) for r in part]
+        try:
+            with ProcessPoolExecutor(args.jobs, mp_context=get_context("fork")) as pool:
+                results = [r for part in pool.map(_work, chunks) for r in part]
+        except BrokenProcessPool as exc:  # a judging process died: said, not waited for
+            print(f"secret_sweep: a judging process died ({exc}); nothing is reported", file=sys.stderr)
+            return 2
     wall = time.monotonic() - start
 
     failures = [f for _, _, f in results if f is not None]
@@ -229,5 +235,6 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     # no interpreter shutdown: after a long sweep (thousands of notebooks' cells run in this process) its garbage
-    # collection once aborted in a C extension ("none_dealloc"), after the report, with a misleading status
+    # collection once aborted in a C extension ("none_dealloc"), after the report, with a misleading status. The
+    # cause, torch's Generator.__reduce__ dropping a reference to None per copy, is now avoided (grader.wire).
     os._exit(status)

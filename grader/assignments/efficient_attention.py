@@ -227,7 +227,7 @@ ONLINE_MISTAKES = [
             "accumulated so far by exp(m - m').", lambda q, k, v, b: _tiled(q, k, v, b, rescale_l=False)),
     Mistake("the scores are exponentiated without subtracting the running maximum, so exp overflows for large "
             "scores: subtract m' (the running maximum) before exp, and rescale the old sums by exp(m - m').",
-            lambda q, k, v, b: _tiled(q, k, v, b, subtract=False)),
+            lambda q, k, v, b: _tiled(q, k, v, b, subtract=False), native=True),
     Mistake("the maximum is the block's own, not the running one: use m' = max(m, max of the block).",
             lambda q, k, v, b: _tiled(q, k, v, b, running_max=False)),
     Mistake("the scores are not scaled by 1/sqrt(d_k).", lambda q, k, v, b: _tiled(q, k, v, b, scale=1.0)),

@@ -265,7 +265,7 @@ def cross_attention_cases(seed: int = 0, n: int = 16) -> list[Case]:
 
 
 def _xattn(x, mem, wq, wk, wv, wo, h, mask=None, *, swap=False, no_mask=False, bad_merge=False, causal=False,
-           untransposed=False, scale="head", no_split=False, no_out=False, dim=-1):
+           untransposed=False, scale="head", no_split=False, no_out=False, dim=-1, keep_nan=False):
     if swap:
         x, mem = mem, x
     b, n_t, d = x.shape
@@ -287,7 +287,8 @@ def _xattn(x, mem, wq, wk, wv, wo, h, mask=None, *, swap=False, no_mask=False, b
         if swap:
             m = m.transpose(-2, -1)
         s = s.masked_fill(~m, float("-inf"))
-    o = torch.nan_to_num(torch.softmax(s, dim=dim)) @ v
+    p = torch.softmax(s, dim=dim)
+    o = (p if keep_nan else torch.nan_to_num(p)) @ v
     if not no_split:
         o = o.reshape(b, -1, d) if bad_merge else o.transpose(1, 2).reshape(b, -1, d)
     return o if no_out else o @ wo.T
@@ -302,6 +303,9 @@ CROSS_ATTENTION_MISTAKES = [
     Mistake("the output projection w_o is missing.", lambda *a: _xattn(*a, no_out=True)),
     Mistake("the softmax runs over the queries (dim=-2), not over the memory positions.",
             lambda *a: _xattn(*a, dim=-2)),
+    # the same, as written plainly: a masked memory position is -inf for every query, so its column is all NaN
+    Mistake("the softmax runs over the queries (dim=-2), not over the memory positions.",
+            lambda *a: _xattn(*a, dim=-2, keep_nan=True)),
     Mistake("memory_mask is ignored: masked source positions must get zero weight.",
             lambda *a: _xattn(*a, no_mask=True)),
     Mistake("the heads are merged without moving the head axis back (transpose(1, 2) before reshape).",

@@ -457,6 +457,12 @@ def sample_cases(seed: int = 0, n: int = 40) -> list[Case]:
         gen = torch.Generator().manual_seed(1000 + s)
         first.append(Case((logits, temperature, top_k, gen),
                           label=f"logits {tuple(logits.shape)}, temperature={temperature}, top_k={top_k}, float64"))
+    # Then float32 logits whose largest, 3, times 40 (the hard repeat) over the temperature 0.5 is 240: past
+    # float32's exp, whatever the seed, so an exp without the maximum subtracted always meets its overflow.
+    logits = randn(torch.Generator().manual_seed(seed), (6, 10), torch.float32, 1.0).clamp(-2.5, 2.5)
+    logits[0, 3] = 3.0
+    first.append(Case((logits, 0.5, None, torch.Generator().manual_seed(seed + 1)),
+                      label="logits (6, 10), temperature=0.5, top_k=None, largest logit 3, float32"))
     return first + cases
 
 

@@ -330,17 +330,20 @@ MERGE_MISTAKES = [
 ]
 
 
-def _train(ids, n, *, first_id=256, threshold=2, tie=None):
+def _train(ids, n, *, first_id=256, threshold=2, tie=None, count_replacements=False):
+    """Training with one thing changed; ``count_replacements``: the stop reads how many times merging the pair
+    replaces it (``len(ids) - len(merged)``), which is fewer than its occurrences where they overlap."""
     ids, pairs = list(ids), []
     for k in range(n):
         c = _T.get_pair_counts(ids)
         if not c:
             break
         pair = tie(c) if tie else min(c, key=lambda p: (-c[p], p))
-        if c[pair] < threshold:
+        merged = _T.merge(ids, pair, first_id + k)
+        if (len(ids) - len(merged) if count_replacements else c[pair]) < threshold:
             break
         pairs.append(pair)
-        ids = _T.merge(ids, pair, first_id + k)
+        ids = merged
     return pairs
 
 
@@ -363,6 +366,10 @@ TRAIN_MISTAKES = [
     Mistake("one merge too few: learn n_merges merges (range(n_merges)).", lambda ids, n: _train(ids, max(n - 1, 0))),
     Mistake("training stops too early: a pair seen exactly twice is still merged (stop only below 2).",
             lambda ids, n: _train(ids, n, threshold=3)),
+    Mistake("training stops at a pair whose occurrences overlap: the stop counts the pair's replacements (one "
+            "merge replaces (7, 7) once in [7, 7, 7], where it occurs twice); count occurrences, as "
+            "most_frequent_pair does.",
+            lambda ids, n: _train(ids, n, count_replacements=True)),
     Mistake("the pairs are counted only once; recount after every merge (merged ids form new pairs).",
             _train_count_once),
     Mistake("ties go to the pair seen first; use the same rule as most_frequent_pair (the smallest pair).",

@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from grader.notebook import grade_id
+from grader.secret import SECRET_FILE, read_or_create
 from nbtools import ROOT
 
 pytestmark = pytest.mark.slow
@@ -56,6 +57,7 @@ def _with_cell(solution: Path, exercise: str, source: str):
 
 
 def _make_class(course: Path) -> None:
+    read_or_create(str(course / SECRET_FILE))  # one class, one grading secret: its copy grades with the same
     shutil.copy(ROOT / "nbgrader_config.py", course)
     shutil.copytree(ROOT / "solutions", course / "solutions")
     solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"

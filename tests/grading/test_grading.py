@@ -426,3 +426,109 @@ def test_a_view_that_needs_contiguous_memory_fails_on_a_non_contiguous_case():
     G.check_function(column_sums, column_sums, [case, strided])
     with pytest.raises(G.ExerciseFailure, match="non-contiguous inputs"):
         G.check_function(with_view, column_sums, [case, strided])
+
+
+def test_a_result_within_the_floor_skips_the_estimate_and_one_outside_gets_the_same_verdict(monkeypatch):
+    """values_agree: the estimated tolerance is never below its floor, so a result within the floor agrees without
+    the estimate; outside it, the verdict is close() under value_tolerance, as before."""
+    import grader.compare as compare
+    from grader.cases import Case
+
+    x = torch.randn(6, 16, generator=torch.Generator().manual_seed(2)) + 1e4  # ill-conditioned: a wide tolerance
+    case, ref = Case((x,)), lambda t: t.var(-1)  # noqa: E731
+    ref64 = ref(x.double())
+    estimate, estimates = compare.value_tolerance, []
+
+    def counted(*args, **kwargs):
+        estimates.append(1)
+        return estimate(*args, **kwargs)
+
+    monkeypatch.setattr(compare, "value_tolerance", counted)
+    floor = compare.value_floor(case, ref64)
+    assert compare.values_agree(ref64.float(), ref, case, ref64) == (True, floor) and not estimates
+    wide = estimate(ref, case, ref64)
+    assert wide[0] > 10 * floor[0]
+    for out in (ref64 + 3 * floor[0], ref64 + 0.5 * wide[0], ref64 + 2 * wide[0]):
+        assert compare.values_agree(out, ref, case, ref64) == (compare.close(out, ref64, *wide), wide)
+    assert len(estimates) == 3
+
+
+def test_two_mistakes_one_case_cannot_tell_apart_are_told_apart_by_the_other_cases():
+    """Both mistakes give the failing case's result; the case before it (passed) and the one after it show which
+    one the learner made, whichever is listed first."""
+    one_too_few = G.Mistake("one too few", lambda n: list(range(max(n - 1, 0))))
+    capped = G.Mistake("capped at three", lambda n: list(range(min(n, 3))))
+    learner = lambda n: list(range(min(n, 3)))  # noqa: E731
+    cases = lambda *ns: [G.Case((n,), label=f"n={n}") for n in ns]  # noqa: E731
+    for diagnoses in ([one_too_few, capped], [capped, one_too_few]):
+        for ns in ((2, 4), (4, 6), (0, 4)):  # evidence before the failing case, after it, none (the first listed)
+            with pytest.raises(G.ExerciseFailure) as failure:
+                G.check_function(learner, lambda n: list(range(n)), cases(*ns), diagnoses=diagnoses)
+            named = failure.value.args[0].split("Likely mistake: ")[-1].rstrip(".")
+            assert named == (diagnoses[0].message if ns == (0, 4) else "capped at three"), (diagnoses, ns)
+
+
+def test_a_small_error_is_not_named_as_a_mistake_whose_result_is_as_near():
+    """A result off by rounding-sized noise in a case where a mistake's result is also near the reference is not
+    that mistake: the learner's result must be ten times nearer the mistake than the reference."""
+    x = torch.full((4,), 1e-3, dtype=torch.float64)
+    ref = lambda t: t * 2  # noqa: E731
+    nearby = G.Mistake("adds 1e-6", lambda t: t * 2 + 1e-6)
+    noisy = lambda t: t * 2 + 4e-7  # noqa: E731  nearer the reference than the mistake
+    with pytest.raises(G.ExerciseFailure) as failure:
+        G.check_function(noisy, ref, [G.Case((x,))], diagnoses=[nearby])
+    assert "Likely mistake" not in str(failure.value)
+    with pytest.raises(G.ExerciseFailure, match="Likely mistake: adds 1e-6"):
+        G.check_function(lambda t: t * 2 + 1e-6, ref, [G.Case((x,))], diagnoses=[nearby])
+
+
+def test_a_near_match_no_other_case_bears_out_is_not_named_but_an_exact_one_is():
+    """A float result that matches a mistake on one case only (another error that happens to look like it there)
+    is named nothing, since the other cases contradict the mistake; a count that matches a mistake exactly is
+    named, though only one case can show it (a default argument)."""
+    ref = lambda t: t * 2  # noqa: E731
+    plus_one = G.Mistake("adds one to the first entry", lambda t: t * 2 + (torch.arange(t.numel()) == 0))
+    coincidence = lambda t: t * 2 + (t[0] == 1.5) * (torch.arange(t.numel()) == 0)  # noqa: E731
+    cases = [G.Case((torch.tensor([x, 0.25], dtype=torch.float64),), label=f"x={x}") for x in (0.5, 1.5, 2.5)]
+    with pytest.raises(G.ExerciseFailure) as failure:
+        G.check_function(coincidence, ref, cases, diagnoses=[plus_one])
+    assert "x=1.5" in str(failure.value) and "Likely mistake" not in str(failure.value)
+    with pytest.raises(G.ExerciseFailure, match="Likely mistake: adds one to the first entry"):
+        G.check_function(lambda t: t * 2 + (torch.arange(t.numel()) == 0), ref, cases, diagnoses=[plus_one])
+
+    def params(d, bias=True):
+        return d * d + (d if bias else 0)
+
+    no_bias = G.Mistake("the bias is missing", lambda d, bias=True: d * d)
+    count_cases = [G.Case((d,), {"bias": True}, label=f"d={d}") for d in (2, 3)] + [G.Case((4,), label="default")]
+    with pytest.raises(G.ExerciseFailure, match="default.*Likely mistake: the bias is missing"):
+        G.check_function(lambda d, bias=False: d * d + (d if bias else 0), params, count_cases, diagnoses=[no_bias])
+
+
+def test_copying_and_sending_a_generator_keeps_its_state_and_leaks_nothing():
+    """A case's generator is copied (Case.clone, the reference's own copy) and sent to the kernel (torch.save)
+    over and over in a grading run. torch's Generator.__reduce__ drops a reference to None on every call (torch
+    2.13): 50,000 of them end the process with "deallocating None". The grader copies and pickles it by its
+    state instead (grader.wire), the copy in the same state and advancing on its own."""
+    import copy
+    import gc
+    import io
+
+    from grader.cases import Case
+
+    g = torch.Generator().manual_seed(11)
+    gc.collect()
+    before = sys.getrefcount(None)
+    for _ in range(5000):
+        Case((torch.zeros(1), g)).clone()
+        torch.save({"g": g}, io.BytesIO())
+    gc.collect()
+    assert abs(sys.getrefcount(None) - before) < 500, (before, sys.getrefcount(None))
+    copied = copy.deepcopy(g)
+    buf = io.BytesIO()
+    torch.save({"g": g}, buf)
+    buf.seek(0)
+    sent = torch.load(buf, weights_only=False)["g"]
+    assert copied is not g and torch.equal(copied.get_state(), g.get_state())
+    first = torch.rand(4, generator=copied)
+    assert torch.equal(first, torch.rand(4, generator=sent)) and torch.equal(first, torch.rand(4, generator=g))

@@ -159,8 +159,8 @@ def graded(tmp_path_factory):
         nbformat.write(nb, folder / f"{NOTEBOOK}.ipynb")
     gradebook = f"sqlite:///{course / 'gradebook.db'}"  # given as a URL, as a PostgreSQL one would be
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               GRADER_MEMORY_MB="3072", GRADEBOOK_URL=gradebook, PGPASSWORD="hunter2",
-               GRADING_SECRET_FILE=str(course / SECRET_FILE))  # cases per learner, on
+               GRADER_MEMORY_MB="3072", GRADEBOOK_URL=gradebook, PGPASSWORD="hunter2")
+    env.pop("GRADING_SECRET_FILE", None)  # cases per learner, on by default
     res = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", "10"],
                          cwd=ROOT, capture_output=True, text=True, env=env)
     listener.close()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
+from grader.autograde import grading_secret_file
 from grader.registry import assignments
+from grader.sandbox import bwrap_arguments, bwrap_works
 from grader.secret import SECRET_FILE, GradingSecretError, learner_seed, read_or_create
 from nbtools import ROOT
 
@@ -61,11 +66,86 @@ def test_the_secret_is_never_committed():
     assert done.returncode == 0, f"{SECRET_FILE} is not git-ignored"
 
 
-def test_the_sweep_names_a_mistake_that_other_secrets_misname_and_passes_the_ones_they_keep():
-    """tools/secret_sweep.py, the check behind turning cases per learner on: the entries mended for other seeds
-    (sdpa #41, #47 of 02) hold on the first two sweep secrets; train_bpe #19 of 01, which the sweep found named
-    as another mistake on secrets 1 and 4, is reported with the diagnosis it was told, and the sweep fails."""
-    import sys
+def test_cases_per_learner_are_on_unless_the_instructor_says_none(tmp_path):
+    """By default the secret is grading-secret in the course folder, next to the default gradebook; another
+    file may be named (relative to the course); `none` grades on the registry's seeds."""
+    course = str(tmp_path)
+    assert grading_secret_file(course, None) == os.path.join(course, SECRET_FILE)
+    assert grading_secret_file(course, "  ") == os.path.join(course, SECRET_FILE)
+    assert grading_secret_file(course, "private/key") == os.path.join(course, "private", "key")
+    assert grading_secret_file(course, "/srv/grading/key") == "/srv/grading/key"
+    assert grading_secret_file(course, "none") == grading_secret_file(course, "NONE") == ""
+
+
+@pytest.mark.parametrize("where", ["exercises/key", "chapters/k", ".venv/key", "grader/key", "submitted/alice/key",
+                                   "autograded/key", "feedback"])
+def test_a_secret_where_the_grading_kernel_can_read_is_refused_with_the_rule(tmp_path, where):
+    with pytest.raises(GradingSecretError, match=rf"GRADING_SECRET_FILE='{where}' lies in .*which the grading kernel "
+                                                 "can read: keep the grading secret where"):
+        grading_secret_file(str(tmp_path), where)
+
+
+def test_make_grade_refuses_such_a_secret_before_grading(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(ROOT)], cwd=ROOT, capture_output=True,
+                          text=True, env=dict(os.environ, GRADING_SECRET_FILE="exercises/secret"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "lies in" in done.stderr and "nothing was graded" in done.stderr, done.stderr
+    assert not (ROOT / "exercises" / "secret").exists()
+
+
+PEEK = """
+import json, sys
+from grader import sandbox
+path, settings = sys.argv[1], json.loads(sys.argv[2])
+sandbox.install(**settings)
+try:
+    seen = open(path).read()
+except BaseException as exc:
+    seen = f"{type(exc).__name__}: {exc}"
+print(json.dumps(seen))
+"""
+
+
+def test_the_grading_kernel_cannot_read_a_secret_kept_outside_the_course(tmp_path):
+    """GuardedExecute hands the secret's file to the fence as a private path: the Python fence refuses to open
+    it, and bubblewrap mounts nothing readable in its place (the file is outside /tmp, which bubblewrap empties
+    anyway, and left readable to all, so that only the fence stands in the way)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="course-secret-test-", dir="/var/tmp"))
+    try:
+        secret_file = folder / "key"
+        secret, _ = read_or_create(str(secret_file))
+        secret_file.chmod(0o644)
+        work = tmp_path / "work"
+        work.mkdir()
+        settings = {"workdir": str(work), "private_roots": [str(secret_file)], "public_roots": [],
+                    "memory_mb": 2048}
+        python = subprocess.run([sys.executable, "-c", PEEK, str(secret_file), json.dumps(settings)], cwd=ROOT,
+                                capture_output=True, text=True, timeout=120)
+        seen = json.loads(python.stdout.strip().splitlines()[-1])
+        assert seen.startswith("PermissionError: grading sandbox: reading"), seen
+        if bwrap_works() is not None:
+            pytest.fail(f"bubblewrap cannot run here ({bwrap_works()}): make test installs it")
+
+        def cat(hidden):
+            box = ["bwrap", *bwrap_arguments(hidden=hidden, readable=[], writable=[]), "cat", str(secret_file)]
+            return subprocess.run(box, capture_output=True, text=True, timeout=60)
+
+        assert secret.hex() in cat([]).stdout  # nothing else hides it
+        shown = cat([str(secret_file)])
+        assert secret.hex() not in shown.stdout and shown.stdout == "", shown
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_the_sweep_reports_a_diagnosis_other_secrets_lose_and_passes_the_ones_they_keep(monkeypatch):
+    """tools/secret_sweep.py, the check behind cases per learner: entries mended for other seeds (sdpa #41, #47
+    of 02) hold on the first two sweep secrets and the sweep passes; an entry whose catalogued diagnosis is not
+    what the judge tells it (train_bpe #19 of 01, given the diagnosis of another mistake) is reported with what it
+    was told."""
+    from tools import secret_sweep
 
     def sweep(*args):
         return subprocess.run([sys.executable, "-m", "tools.secret_sweep", *args], cwd=ROOT, capture_output=True,
@@ -73,7 +153,13 @@ def test_the_sweep_names_a_mistake_that_other_secrets_misname_and_passes_the_one
 
     kept = sweep("--secrets", "2", "--assignment", "02-attention", "--entries", "41", "47", "r0")
     assert kept.returncode == 0 and "total: 6 judged (secrets 1..2), 0 failure(s)" in kept.stdout, kept.stdout
-    lost = sweep("--secrets", "1", "--assignment", "01-tokenization", "--entries", "19")
-    assert lost.returncode == 1, lost.stdout + lost.stderr
-    assert "train_bpe #19 secret 1" in lost.stdout and "diagnosis lost" in lost.stdout
-    assert "Likely mistake: one merge too few" in lost.stdout
+    entries = secret_sweep._entries("01-tokenization", "wrong")
+    task = secret_sweep.Task("01-tokenization", "wrong", 19, "train_bpe")
+    assert secret_sweep.judge(task, 1) is None  # the entry as catalogued holds
+    misnamed = [dict(e, diagnosis="Likely mistake: one merge too few") if i == 19 else e
+                for i, e in enumerate(entries)]
+    monkeypatch.setattr(secret_sweep, "_entries", lambda assignment, kind: misnamed)
+    failure = secret_sweep.judge(task, 1)
+    assert failure is not None and failure.kind == "diagnosis lost", failure
+    assert "expected 'Likely mistake: one merge too few'" in failure.what
+    assert "Likely mistake: training stops at a pair whose occurrences overlap" in failure.what

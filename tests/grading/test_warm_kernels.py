@@ -131,3 +131,63 @@ def test_the_nbgrader_processes_of_one_run_share_one_warm_process(tmp_path):
     for student in everyone:
         view = _view(tmp_path, student)
         assert view["nspid"][-1] == "1" and view["classmates"] == [student], view
+
+
+def test_one_nbgrader_process_grades_request_after_request_and_one_that_dies_is_replaced(tmp_path):
+    """make grade's long-lived nbgrader processes (grader/nbgrader_processes.py): one process grades one batch
+    after another, as the command would; killed between two requests or during one, it fails that one alone,
+    and the next request gets a fresh process. Closed, nothing of them is left."""
+    import signal
+    import threading
+
+    from grader import warm as warm_module
+    from grader.late import Deadlines
+    from grader.nbgrader_processes import NbgraderProcesses
+    from tools.grade import _env, autograde_arguments, sync_gradebook
+
+    everyone = list(LEARNERS)
+    _class(tmp_path, {name: LOOK + MASK for name in everyone})
+    sync_gradebook(tmp_path, ASSIGNMENT, Deadlines())
+    threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    argv = lambda *students: autograde_arguments(tmp_path, ASSIGNMENT, list(students), everyone, 30)  # noqa: E731
+    with warm_module.shared_warm_processes():
+        processes = NbgraderProcesses(tmp_path, 1, _env())
+        (process,) = processes._all
+        try:
+            first = processes.run(argv(everyone[0]), threads)
+            pid = process._proc.pid
+            second = processes.run(argv(everyone[1]), threads)
+            assert first.returncode == second.returncode == 0, first.stdout[-3000:] + second.stdout[-3000:]
+            assert process._proc.pid == pid, "a second nbgrader process was started"
+            assert f"ID '{everyone[1]}'" in second.stdout and f"'{everyone[0]}'" not in second.stdout
+            os.kill(pid, signal.SIGKILL)  # between two requests
+            process._proc.wait()
+            third = processes.run(argv(everyone[2]), threads)
+            assert third.returncode == 0 and process._proc.pid != pid, third.stdout[-3000:]
+            log, offset = process._log, process._log.stat().st_size
+            # during one: killed once it has started grading, that request fails, named, and the next is graded
+            killer = threading.Thread(target=lambda: (_wait_for(log, offset, "Autograding"), process._proc.kill()))
+            killer.start()
+            died = processes.run(argv(everyone[0]), threads)
+            killer.join()
+            assert died.returncode != 0 and "the nbgrader process grading this batch died" in died.stderr, died
+            again = processes.run(argv(everyone[0]), threads)
+            assert again.returncode == 0, again.stdout[-3000:]
+            last, last_log = process._proc.pid, process._log
+        finally:
+            processes.close()
+    assert not warm_module._alive(last) and not last_log.exists() and not log.exists()
+    assert _scores(tmp_path) == {s: 10 for s in everyone}
+
+
+def _wait_for(log: Path, offset: int, text: str, timeout: float = 60) -> None:
+    """Until ``text`` is in ``log`` past ``offset`` (or ``timeout`` seconds)."""
+    import time
+
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        with log.open("rb") as f:
+            f.seek(offset)
+            if text.encode() in f.read():
+                return
+        time.sleep(0.05)

@@ -224,7 +224,7 @@ def train_bpe(ids, n_merges):
         ids = merge(ids, pair, next_id + k)
     return merges
 '''),
-    dict(exercise="train_bpe", diagnosis="Likely mistake: training stops too early:",
+    dict(exercise="train_bpe", diagnosis="Likely mistake: training stops at a pair whose occurrences overlap:",
          mistake="counts replacements (non-overlapping) instead of occurrences to stop", source='''
 def train_bpe(ids, n_merges):
     ids, merges = list(ids), []
