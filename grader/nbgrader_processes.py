@@ -102,7 +102,14 @@ _INSTRUCTOR_SET = {n for n in os.environ.get("COURSE_GRADING_OWN_THREADS", "").s
 
 def serve(requests_fd: int, replies_fd: int) -> int:
     """Answer requests until the requests' pipe closes: each line ``{"argv": [...], "threads": {...}}``, each
-    reply ``{"returncode": N}`` once everything the request printed is in the log."""
+    reply ``{"returncode": N}`` once everything the request printed is in the log. What every request needs is
+    imported first, while ``make grade`` is still preparing the gradebook."""
+    import nbgrader.apps.nbgraderapp  # noqa: F401
+    import nbgrader.converters  # noqa: F401
+
+    import grader.autograde  # noqa: F401
+    import grader.judge  # noqa: F401
+
     with os.fdopen(requests_fd, "r", encoding="utf-8") as requests, \
             os.fdopen(replies_fd, "w", encoding="utf-8") as replies:
         for line in requests:
@@ -145,11 +152,15 @@ class NbgraderProcess:
         self._requests = os.fdopen(req_write, "w", encoding="utf-8")
         self._replies = os.fdopen(rep_read, "r", encoding="utf-8")
 
-    def run(self, argv: list[str], threads: dict[str, str]) -> subprocess.CompletedProcess:
-        """``nbgrader *argv`` in this process: its exit status, and what it printed as its ``stdout``."""
+    def start(self) -> None:
+        """Start the process now (it imports what grading needs while the caller does other work)."""
         if self._proc is None or self._proc.poll() is not None:
             self.close()
             self._start()
+
+    def run(self, argv: list[str], threads: dict[str, str]) -> subprocess.CompletedProcess:
+        """``nbgrader *argv`` in this process: its exit status, and what it printed as its ``stdout``."""
+        self.start()
         start = self._log.stat().st_size
         try:
             self._requests.write(json.dumps({"argv": argv, "threads": threads}) + "\n")
@@ -167,8 +178,14 @@ class NbgraderProcess:
                                                f"the nbgrader process grading this batch died (exit status {code})")
         return subprocess.CompletedProcess(argv, int(json.loads(line)["returncode"]), printed, "")
 
+    def stop(self) -> None:
+        """Ask the process to end (it does when its requests' pipe closes), without waiting for it."""
+        with contextlib.suppress(OSError):
+            if self._requests is not None:
+                self._requests.close()
+
     def close(self) -> None:
-        """Stop the process (it ends when its requests' pipe closes) and remove its log."""
+        """Stop the process, wait for its end, and remove its log."""
         for stream in (self._requests, self._replies):
             with contextlib.suppress(OSError):
                 if stream is not None:
@@ -203,6 +220,11 @@ class NbgraderProcesses:
             self._all.append(process)
             self._free.put(process)
 
+    def start(self) -> None:
+        """Start every process now, so that their imports overlap the caller's own preparation."""
+        for process in self._all:
+            process.start()
+
     def run(self, argv: list[str], threads: dict[str, str]) -> subprocess.CompletedProcess:
         process = self._free.get()
         try:
@@ -211,6 +233,8 @@ class NbgraderProcesses:
             self._free.put(process)
 
     def close(self) -> None:
+        for process in self._all:  # all asked first: they end together
+            process.stop()
         for process in self._all:
             process.close()
 
@@ -224,4 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # the log is flushed and the replies sent: no teardown of torch and nbgrader to wait for

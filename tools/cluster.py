@@ -250,6 +250,9 @@ class ClusterGrading:
     def describe(self) -> str:
         return f"graded on {len(self.workers)} worker(s) at {self.scheduler}"
 
+    def warm_up(self) -> None:
+        """Nothing to start here: the workers are up already (LocalGrading starts its nbgrader processes)."""
+
     def close(self) -> None:
         if self.client is not None:
             self.client.close()

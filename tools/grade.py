@@ -468,6 +468,11 @@ class LocalGrading:
         self._processes = NbgraderProcesses(self.root, self.jobs, _env())
         self._warm.callback(self._processes.close)
 
+    def warm_up(self) -> None:
+        """Start the nbgrader processes now, where there is work for them: their imports overlap the gradebook's
+        preparation (a run with nothing to grade starts none)."""
+        self._processes.start()
+
     def close(self) -> None:
         self._warm.close()
 
@@ -724,6 +729,8 @@ def grade_class(root: Path, args: argparse.Namespace, sources: list[str], deadli
     """Grade every assignment's new or changed submissions with ``grading``, then write grades.csv."""
     graded: list[str] = []
     notes: dict[tuple[str, str], list[str]] = {}
+    if args.student or any(needs_grading(root, a, s) for a in sources for s in find_submissions(root, a)):
+        grading.warm_up()
     for assignment in sources:
         submissions = find_submissions(root, assignment)
         if not submissions:
