@@ -47,7 +47,9 @@ import functools
 import hashlib
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -69,6 +71,8 @@ COURSE_PARTS = ("solutions", "nbgrader_config.py")
 CHECKOUT = Path(__file__).resolve().parents[1]
 #: the clone a worker grades with (set by ``tools.cluster worker`` for the worker's process)
 ROOT_VARIABLE = "COURSE_GRADING_ROOT"
+#: the folder of a worker's scratch courses (set by ``tools.cluster worker``, removed when it stops)
+SCRATCH_VARIABLE = "COURSE_GRADING_SCRATCH"
 #: the client's variables a worker's grading must never see
 CLIENT_ONLY = ("GRADEBOOK_URL", "DEADLINES", "GRADING_SECRET_FILE")
 #: seconds the client waits for a worker of its course before it gives up on what is left
@@ -115,6 +119,12 @@ _templates: dict[str, Path] = {}
 _template_lock = threading.Lock()
 
 
+def _scratch() -> str | None:
+    """Where this worker keeps its scratch courses (None: the system's temporary folder)."""
+    folder = os.environ.get(SCRATCH_VARIABLE)
+    return folder if folder and os.path.isdir(folder) else None
+
+
 def _template(root: Path, assignment: str) -> Path:
     """A scratch course holding one assignment and a gradebook that knows it, made once per worker process."""
     from grader.late import Deadlines
@@ -122,7 +132,7 @@ def _template(root: Path, assignment: str) -> Path:
 
     with _template_lock:
         if assignment not in _templates:
-            course = Path(tempfile.mkdtemp(prefix=f"grade-template-{assignment}-")) / "course"
+            course = Path(tempfile.mkdtemp(prefix=f"grade-template-{assignment}-", dir=_scratch())) / "course"
             course.mkdir()
             shutil.copy(root / "nbgrader_config.py", course)
             shutil.copytree(root / "solutions" / assignment, course / "solutions" / assignment)
@@ -156,7 +166,7 @@ def grade_task(assignment: str, student: str, files: dict[str, bytes], client_ha
     if mine != client_hash:
         raise WorkerRefused(f"worker {name} grades with course {mine}, the client's is {client_hash}: "
                              "start the worker from a clone of the client's commit")
-    with tempfile.TemporaryDirectory(prefix="grade-task-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="grade-task-", dir=_scratch()) as scratch:
         course = Path(scratch) / "course"
         shutil.copytree(_template(root, assignment), course)
         folder = course / "submitted" / student / assignment
@@ -368,7 +378,8 @@ def run_scheduler(root: Path, host: str, port: int) -> int:
     os.execve(sys.executable, [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", host,
                                "--port", str(port), "--no-dashboard"], env)
     return 0  # never reached
-def run_worker(scheduler: str, root: Path, name: str | None, threads: int | None) -> int:
+def run_worker(scheduler: str, root: Path, name: str | None, threads: int | None,
+               scratch_in: str | None = None) -> int:
     """Start a Dask worker for this clone: one task at a time, the course's kernel threads, no dashboard."""
     env = {k: v for k, v in os.environ.items() if k not in CLIENT_ONLY}  # the gradebook is the client's alone
     env[ROOT_VARIABLE] = str(root)
@@ -383,8 +394,17 @@ def run_worker(scheduler: str, root: Path, name: str | None, threads: int | None
                "--name", name or f"{socket.gethostname()}-{os.getpid()}"]
     if scheduler.startswith("tcp://127.0.0.1") or scheduler.startswith("tcp://localhost"):
         command += ["--host", "127.0.0.1"]
-    os.execve(sys.executable, command, env)
-    return 0  # never reached: the worker replaces this process
+    # the worker's courses (each assignment's template, each task's) in one folder of its own, removed when the
+    # worker stops (SIGTERM, SIGINT or its own end); a worker killed outright leaves it in ``scratch_in``
+    scratch = tempfile.mkdtemp(prefix="grade-worker-", dir=scratch_in)
+    env[SCRATCH_VARIABLE] = scratch
+    proc = subprocess.Popen(command, env=env)
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, lambda signum, _: proc.send_signal(signum))
+    try:
+        return proc.wait()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -395,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--root", type=Path, default=CHECKOUT, help="the clone (default: this one)")
     w.add_argument("--name", default=None, help="the worker's name in the cluster")
     w.add_argument("--threads", type=int, default=None, help="threads of each grading kernel (default: the cores)")
+    w.add_argument("--scratch", default=None, help="the folder to keep its scratch courses in (default: the "
+                                                  "system's temporary folder)")
     sc = commands.add_parser("scheduler", help="start Dask's scheduler for this clone (make grade-scheduler)")
     sc.add_argument("--host", default="127.0.0.1", help="the address it listens on (default: 127.0.0.1)")
     sc.add_argument("--port", type=int, default=8786)
@@ -411,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make grade-worker: SCHEDULER={args.scheduler!r} is not a scheduler address such as "
               "tcp://HOST:8786", file=sys.stderr)
         return 2
-    return run_worker(args.scheduler, args.root.resolve(), args.name, args.threads)
+    return run_worker(args.scheduler, args.root.resolve(), args.name, args.threads, args.scratch)
 
 
 if __name__ == "__main__":

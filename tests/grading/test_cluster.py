@@ -132,12 +132,16 @@ def graded(tmp_path_factory):
     port = _free_port()
     scheduler = f"tcp://127.0.0.1:{port}"
     procs = {"scheduler": _start(["scheduler", "--port", str(port)], top / "scheduler.log")}
+    # the workers' scratch courses under a folder of the test's: the one w1 is killed in is never cleaned by w1
+    scratch = top / "workers-tmp"
+    scratch.mkdir()
     try:
         time.sleep(2)
         for name in ("w1", "w2"):
-            procs[name] = _start(["worker", scheduler, "--name", name, "--threads", "1"], top / f"{name}.log")
-        procs["w3"] = _start(["worker", scheduler, "--name", "w3-other-commit", "--root", str(other)],
-                             top / "w3.log", cwd=other, PYTHONPATH=str(other))
+            procs[name] = _start(["worker", scheduler, "--name", name, "--threads", "1", "--scratch", str(scratch)],
+                                 top / f"{name}.log")
+        procs["w3"] = _start(["worker", scheduler, "--name", "w3-other-commit", "--root", str(other),
+                              "--scratch", str(scratch)], top / "w3.log", cwd=other, PYTHONPATH=str(other))
         local_run = _grade(local, "--jobs", "2")
         _wait_for_workers(scheduler, 3)
         cluster_run = _grade(remote, "--scheduler", scheduler)
@@ -157,6 +161,7 @@ def graded(tmp_path_factory):
     finally:
         for proc in procs.values():
             _stop(proc)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_the_cluster_grades_the_class_as_a_local_run_does(graded):
