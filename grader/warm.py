@@ -452,6 +452,22 @@ _root: list[str] = []
 _running: dict[str, tuple] = {}  # the warm process's bubblewrap and plan, as JSON -> (process, socket)
 
 
+#: the longest temporary folder the warm processes' folders go in: a Unix socket's path (a kernel's, under
+#: <folder>/grader-warm-*/grader-kernel-*/) must stay under 108 bytes
+SOCKET_BASE_MAX = 40
+
+
+def socket_base() -> str:
+    """The temporary folder for the warm processes' and kernels' sockets: the system's (``TMPDIR``), or ``/tmp``
+    where that one's path is too long for a socket under it (zmq: "File name too long")."""
+    import tempfile
+
+    base = os.path.realpath(tempfile.gettempdir())
+    if len(base) > SOCKET_BASE_MAX and os.path.isdir("/tmp") and os.access("/tmp", os.W_OK | os.X_OK):
+        return "/tmp"
+    return base
+
+
 def fence_root() -> str:
     """The folder of kernels' connection folders and warm processes' sockets: the shared one (:data:`SHARED`)
     when this process was given one, else this process's own, made once."""
@@ -462,7 +478,7 @@ def fence_root() -> str:
     if shared:
         return os.path.realpath(shared)
     if not _root:
-        _root.append(os.path.realpath(tempfile.mkdtemp(prefix="grader-warm-")))
+        _root.append(os.path.realpath(tempfile.mkdtemp(prefix="grader-warm-", dir=socket_base())))
         atexit.register(stop_all)
     return _root[0]
 
@@ -577,7 +593,7 @@ def shared_warm_processes(prefix: str = "grader-warm-"):
     variable of this process): they share its warm processes, which end with the block, kernels and all."""
     import tempfile
 
-    folder = os.path.realpath(tempfile.mkdtemp(prefix=prefix))
+    folder = os.path.realpath(tempfile.mkdtemp(prefix=prefix, dir=socket_base()))
     with open(os.path.join(folder, OWNER), "w") as f:
         f.write(f"{os.getpid()}\n")
     before = os.environ.get(SHARED)

@@ -191,3 +191,18 @@ def _wait_for(log: Path, offset: int, text: str, timeout: float = 60) -> None:
             if text.encode() in f.read():
                 return
         time.sleep(0.05)
+
+
+def test_a_long_temporary_folder_does_not_break_the_kernels_sockets(tmp_path):
+    """A warm kernel's sockets live under the warm processes' folder; with a TMPDIR too long for a Unix socket
+    under it (108 bytes), that folder goes in /tmp instead, and grading works as usual."""
+    from grader import warm as warm_module
+
+    long = tmp_path / ("a-temporary-folder-with-a-long-name-" * 2)
+    long.mkdir()
+    course = tmp_path / "course"
+    course.mkdir()
+    _class(course, {"b_honest": None})
+    res = _grade(course, TMPDIR=str(long))
+    assert _scores(course) == {"b_honest": 10}, res.stdout[-3000:] + res.stderr[-3000:]
+    assert len(str(long)) > warm_module.SOCKET_BASE_MAX and not list(long.iterdir())  # nothing left behind
