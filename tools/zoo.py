@@ -536,21 +536,32 @@ def _dino_train(steps: int, seed: int) -> TrainConfig:
                        min_lr_ratio=0.01, grad_clip=3.0, log_every=25, seed=seed)
 
 
+def _dino_pair(config: dict, head: dict, teacher_temp: float, student_temp: float) -> DINOPair:
+    """A student and teacher of the chapter's DINO ViT (``config``) with their projection ``head``."""
+    return DINOPair(zoo.build("dinov2", config), config["dim"], **head, teacher_temp=teacher_temp,
+                    student_temp=student_temp)
+
+
+def _dino_views(images: Tensor, g: torch.Generator, global_scale: tuple, local_scale: tuple) -> list:
+    """DINO's views of a batch: 2 global crops (``SCENE_SIZE`` px) and 4 local ones (16 px), flipped and
+    colour-jittered, all drawn from ``g``."""
+    crops = random_multi_crop(images, g, n_global=2, n_local=4, global_size=SCENE_SIZE, local_size=16,
+                              global_scale=global_scale, local_scale=local_scale)
+    return [colour_jitter(c, g) for c in crops]
+
+
 def _dino_recipe(name: str, n_registers: int = 0) -> Recipe:
     config = dict(DINO_VIT, n_registers=n_registers)
     seed, momentum, teacher_temp, student_temp = 0, 0.99, 0.04, 0.1
     head = dict(out_dim=256, hidden_dim=256, bottleneck_dim=64)
 
     def make_model():
-        return DINOPair(zoo.build("dinov2", config), config["dim"], **head, teacher_temp=teacher_temp,
-                        student_temp=student_temp)
+        return _dino_pair(config, head, teacher_temp, student_temp)
 
     def batch(step: int) -> tuple:
         g = _step_generator(seed, step)
-        images = shapes_dataset(DINO_BATCH, SCENE_SIZE, g)[0]
-        crops = random_multi_crop(images, g, n_global=2, n_local=4, global_size=SCENE_SIZE, local_size=16,
-                                  global_scale=(0.4, 1.0), local_scale=(0.1, 0.4))
-        return (*[colour_jitter(c, g) for c in crops], teacher_momentum(step - 1, DINO_STEPS, base=momentum))
+        views = _dino_views(shapes_dataset(DINO_BATCH, SCENE_SIZE, g)[0], g, (0.4, 1.0), (0.1, 0.4))
+        return (*views, teacher_momentum(step - 1, DINO_STEPS, base=momentum))
 
     def loss_fn(model, b):
         return model.loss(list(b[:-1]), b[-1])
@@ -602,16 +613,12 @@ def _dino_scenes_recipe() -> Recipe:
     head = dict(out_dim=64, hidden_dim=256, bottleneck_dim=64)
 
     def make_model():
-        return DINOPair(zoo.build("dinov2", config), config["dim"], **head, teacher_temp=teacher_temperature(0),
-                        student_temp=student_temp)
+        return _dino_pair(config, head, teacher_temperature(0), student_temp)
 
     def batch(step: int) -> tuple:
         g = _step_generator(seed, step)
-        images = scenes(DINO_BATCH, SCENE_SIZE, g)[0]
-        crops = random_multi_crop(images, g, n_global=2, n_local=4, global_size=SCENE_SIZE, local_size=16,
-                                  global_scale=(0.5, 1.0), local_scale=(0.25, 0.5))
-        return (*[colour_jitter(c, g) for c in crops], teacher_temperature(step - 1),
-                teacher_momentum(step - 1, DINO_SCENES_STEPS, base=momentum))
+        views = _dino_views(scenes(DINO_BATCH, SCENE_SIZE, g)[0], g, (0.5, 1.0), (0.25, 0.5))
+        return (*views, teacher_temperature(step - 1), teacher_momentum(step - 1, DINO_SCENES_STEPS, base=momentum))
 
     def loss_fn(model, b):
         model.teacher_temp = b[-2]
