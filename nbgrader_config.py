@@ -102,7 +102,22 @@ c.Autograde.autograde_preprocessors = [
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 c.GuardedExecute.course_root = c.CourseDirectory.root
-c.GuardedExecute.memory_mb = int(os.environ.get("GRADER_MEMORY_MB", "4096"))
+# Each grading kernel's limits (grader/enclosure.py), the instructor's to set: memory in MiB (its control group's,
+# its files in /tmp and shared memory counted, and each process's address space), processes and threads at once,
+# CPU seconds of each process, the size of its /tmp and /dev/shm. A kernel over one is stopped and its cell
+# scores zero, named; the others' kernels are not touched. Grading as root, each kernel also runs as a user of
+# its own and in control groups of its own (memory, processes, an equal share of the cores).
+def _limit(name, default):
+    value = os.environ.get(name, "").strip() or str(default)
+    if not value.isdigit():
+        raise SystemExit(f"nbgrader_config.py: {name}={value!r} is not a whole number (0 for no limit)")
+    return int(value)
+
+
+c.GuardedExecute.memory_mb = _limit("GRADER_MEMORY_MB", 4096)
+c.GuardedExecute.max_tasks = _limit("GRADER_TASKS", 128)
+c.GuardedExecute.cpu_seconds = _limit("GRADER_CPU_SECONDS", 600)
+c.GuardedExecute.tmp_mb = _limit("GRADER_TMP_MB", 1024)
 # The OS fence around the grading kernel: bubblewrap (tools/system_packages.sh installs it), or
 # GRADER_OS_FENCE=none where it cannot run (the Python fence alone; grading says so when it starts).
 c.GuardedExecute.os_fence = os.environ.get("GRADER_OS_FENCE", "bwrap")

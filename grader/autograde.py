@@ -36,6 +36,8 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Enum, Integer, List, Unicode
 
+from .enclosure import KernelLimits
+from .failures import MESSAGE, printable
 from .kernel import FencedKernelManager, KernelGone, TooSlow, fenced_manager, run_quietly
 from .notebook import (
     HIDDEN,
@@ -89,10 +91,28 @@ PUBLIC_DIRS = ("exercises", "chapters", "grader", ".venv")
 
 
 class GuardedExecute(Execute):
-    """nbgrader's Execute in a fenced kernel that survives a learner's code killing it."""
+    """nbgrader's Execute in a fenced kernel that survives a learner's code killing it.
+
+    The kernel works in a **scratch copy** of the submission (:func:`scratch_copy`, under the fence's folder):
+    the one folder of the grader's it may write, removed when the notebook is graded. Nothing it leaves there
+    comes back: nbgrader writes the graded notebook from what it read, and a link, a device, a socket or any
+    other file the kernel made is named in the grader's log and removed with the folder.
+
+    The hidden tests run **after the notebook's last cell** (:meth:`_judge_pending`), each on the function as it
+    was when its test cell ran (:func:`grader.runner.capture`): no learner cell runs after the judge has sent the
+    kernel a hidden case, so no cell can show one.
+    """
 
     course_root = Unicode("", help="the course folder, closed to the learner's code").tag(config=True)
-    memory_mb = Integer(4096, help="address-space limit of the grading kernel, in MiB (0: none)").tag(config=True)
+    memory_mb = Integer(4096, help="memory limit of the grading kernel, in MiB: its control group's (its files in "
+                                   "/tmp and shared memory counted) and each process's address space (0: none)"
+                        ).tag(config=True)
+    max_tasks = Integer(KernelLimits.tasks, help="processes and threads the grading kernel may have at once "
+                                                 "(0: no bound)").tag(config=True)
+    cpu_seconds = Integer(KernelLimits.cpu_seconds, help="CPU seconds each process of the grading kernel may use "
+                                                         "(0: no bound)").tag(config=True)
+    tmp_mb = Integer(KernelLimits.tmp_mb, help="size of the grading kernel's /tmp and of its /dev/shm, in MiB "
+                                               "(0: no bound but memory)").tag(config=True)
     public_dirs = List(Unicode(), list(PUBLIC_DIRS),
                        help="folders of the course that stay readable").tag(config=True)
     closed_dirs = List(Unicode(), ["course_lib", os.path.join("grader", "assignments")],
@@ -110,32 +130,57 @@ class GuardedExecute(Execute):
                            help="how the kernel stops after the last cell: 'immediate' (its state is thrown away; "
                                 "a graceful stop waits 1.5-2.5 s per notebook for its exit hooks)").tag(config=True)
 
+    def limits(self) -> KernelLimits:
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        return KernelLimits(memory_mb=self.memory_mb, tasks=self.max_tasks, cpu_seconds=self.cpu_seconds,
+                            cpus=float(threads) if threads.isdigit() and int(threads) > 0 else 0, tmp_mb=self.tmp_mb)
+
     def preprocess(self, nb, resources=None, km=None):
+        import shutil
+        import tempfile
+
         from .secret import read_or_create
 
         resources = resources or {}
         workdir = resources.get("metadata", {}).get("path") or os.getcwd()
         self._student = resources.get("nbgrader", {}).get("student")
         self._secret = read_or_create(self.secret_file)[0] if self.secret_file and self._student else None
-        # every submission of this nbgrader run lies under autograded/<student>/<assignment>: their kernels are
-        # forked from one warm process that sees that folder, each enclosed in its own (grader.warm)
-        graded = os.path.dirname(os.path.dirname(os.path.realpath(workdir)))
-        with fenced(workdir, self.course_root or os.getcwd(), public_dirs=list(self.public_dirs),
-                    closed_dirs=list(self.closed_dirs), memory_mb=self.memory_mb, os_fence=self.os_fence,
-                    private_dirs=list(self.private_dirs) + ([self.secret_file] if self.secret_file else []),
-                    warm_root=graded if os.path.basename(graded) == "autograded" else None) as fence:
-            self._fence_dir, self._exchange = fence.fence_dir, fence.exchange
-            if fence.bwrap is not None:
-                self.kernel_manager_class = fenced_manager(fence.bwrap, fence.warm_socket)
-            mine = ("--HistoryManager.enabled", "--IPKernelApp.exec_lines")
-            self.extra_arguments = [a for a in self.extra_arguments if not a.startswith(mine)] + [
-                "--HistoryManager.enabled=False", f"--IPKernelApp.exec_lines={KERNEL_STARTUP}"]
-            for cell in nb.cells:
-                if is_test_cell(cell) and not cell.source.startswith(PROLOGUE):
-                    cell.source = PROLOGUE + cell.source
-            self._died_at: set[int] = set()
-            self._static: dict[str, dict] = {}  # what the submission's source shows, per assignment, read once
-            return super().preprocess(nb, resources, km=km)
+        if self.os_fence == "bwrap":
+            from . import warm
+
+            base = warm.work_root()
+        else:
+            base = None
+        scratch = tempfile.mkdtemp(prefix="submission-", dir=base)
+        private = tempfile.mkdtemp(prefix="grader-private-")
+        metadata = resources.setdefault("metadata", {})
+        try:
+            for name, why in scratch_copy(workdir, scratch):
+                self.log.warning("%s's submission: %s %s: not given to the kernel", self._student, name, why)
+            metadata["path"] = scratch  # the kernel's folder
+            with fenced(scratch, self.course_root or os.getcwd(), public_dirs=list(self.public_dirs),
+                        closed_dirs=list(self.closed_dirs), memory_mb=self.memory_mb, os_fence=self.os_fence,
+                        private_dirs=list(self.private_dirs) + ([self.secret_file] if self.secret_file else []),
+                        limits=self.limits()) as fence:
+                self._fence_dir, self._exchange = fence.fence_dir, fence.exchange
+                self.kernel_manager_class = fenced_manager(fence, private)
+                mine = ("--HistoryManager.enabled", "--IPKernelApp.exec_lines")
+                self.extra_arguments = [a for a in self.extra_arguments if not a.startswith(mine)] + [
+                    "--HistoryManager.enabled=False", f"--IPKernelApp.exec_lines={KERNEL_STARTUP}"]
+                for cell in nb.cells:
+                    if is_test_cell(cell) and not cell.source.startswith(PROLOGUE):
+                        cell.source = PROLOGUE + cell.source
+                self._died_at: set[int] = set()
+                self._static: dict[str, dict] = {}  # what the submission's source shows, per assignment, read once
+                self._pending: list[tuple[int, tuple[str, str, str]]] = []  # hidden tests, judged after the last cell
+                return super().preprocess(nb, resources, km=km)
+        finally:
+            metadata["path"] = workdir
+            for name, why in left_behind(scratch):
+                self.log.warning("%s's kernel left %s (%s) in its folder: removed, never read", self._student,
+                                 printable(name), why)
+            shutil.rmtree(scratch, ignore_errors=True)
+            shutil.rmtree(private, ignore_errors=True)
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -145,10 +190,18 @@ class GuardedExecute(Execute):
         return km
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        try:
+            return await self._execute_cell(cell, cell_index, execution_count, store_history)
+        finally:
+            if cell_index == len(self.nb.cells) - 1:  # the notebook has run: the hidden tests now
+                await self._judge_pending()
+
+    async def _execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         from nbclient.exceptions import DeadKernelError
 
         if is_check_cell(cell):  # Check your work: the course's own cell, for the learner's kernel, not graded
-            cell.outputs = []
+            if cell.cell_type == "code":
+                cell.outputs = []
             return cell
         try:
             judged = hidden_check(cell.source) if is_test_cell(cell) else None
@@ -162,24 +215,77 @@ class GuardedExecute(Execute):
                 cell.source = source
             if any(o.get("output_type") == "error" for o in cell.outputs):
                 return cell  # the visible asserts failed: the cell scores zero already
-            failure = await self._judge(*judged)
-            if failure:
-                ename, evalue = failure
-                cell.outputs.append(new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"]))
-            if failure and failure[0] == KERNEL_DIED:
-                raise DeadKernelError(evalue)
+            await self._capture(judged[2])
+            self._pending.append((cell_index, judged))
             return cell
         except DeadKernelError:
-            self.log.error("the kernel died in cell %d (%s); restarting it", cell_index, grade_id(cell))
-            self._died_at.add(cell_index)
-            cell.outputs = [new_output(
-                "error", ename=KERNEL_DIED,
-                evalue="the kernel died while running this cell (sys.exit in a thread, os._exit, a crash, or "
-                       "memory): this cell scores zero, and grading went on in a fresh kernel",
-                traceback=[f"{KERNEL_DIED}: the kernel died while running this cell"],
-            )]
+            self._kernel_died(cell, cell_index)
             await self._restart_and_replay(cell_index)
             return cell
+
+    def _kernel_died(self, cell, cell_index: int, during: str = "while running this cell") -> None:
+        """The cell's output when the kernel died: why, where the grader knows it (a limit it went over)."""
+        why = self._why_the_kernel_died()
+        self.log.error("the kernel died in cell %d (%s)%s; restarting it", cell_index, grade_id(cell),
+                       f": it {why}" if why else "")
+        tail = getattr(getattr(self.km, "output", None), "text", lambda: "")()
+        if tail.strip():
+            self.log.info("the kernel's own output, last lines:\n%s", tail[-2000:])
+        self._died_at.add(cell_index)
+        reason = (f"the kernel {why}" if why else
+                  "the kernel died (sys.exit in a thread, os._exit, a crash, or memory)")
+        cell.outputs = [o for o in cell.outputs if during != "while running this cell"] + [new_output(
+            "error", ename=KERNEL_DIED,
+            evalue=f"{reason} {during}: this cell scores zero, and grading went on in a fresh kernel",
+            traceback=[f"{KERNEL_DIED}: {reason} {during}"],
+        )]
+
+    def _why_the_kernel_died(self) -> str:
+        from .enclosure import over_message
+
+        ended = self.km.ended() if isinstance(self.km, FencedKernelManager) else {}
+        over = ended.get("over") if isinstance(ended.get("over"), list) else []
+        return over_message([str(o) for o in over], self.limits().as_json())
+
+    async def _capture(self, function: str) -> None:
+        """Keep the learner's function as it is now, for its hidden test after the last cell."""
+        try:
+            await run_quietly(self.kc, self.km, CAPTURE.format(name=function), self.timeout or 60)
+        except (KernelGone, TooSlow):
+            pass  # the hidden test finds the function missing, or the kernel dead, and says so
+
+    async def _judge_pending(self) -> None:
+        """Every hidden test of the notebook, in order, on the functions as their test cells saw them."""
+        from nbclient.exceptions import DeadKernelError
+
+        pending, self._pending = self._pending, []
+        for position, (index, judged) in enumerate(pending):
+            cell = self.nb.cells[index]
+            try:
+                failure = await self._judge(*judged)
+            except Exception as exc:  # noqa: BLE001 - the exercise's failure, never the notebook's
+                self.log.exception("judging %s failed", judged[1])
+                failure = ("ExerciseFailure", f"{judged[1]}: the grader could not judge your function "
+                                              f"({type(exc).__name__}); this exercise scores zero")
+            if not failure:
+                continue
+            ename, evalue = failure
+            if ename == KERNEL_DIED:
+                self._kernel_died(cell, index, during="while the hidden tests called your function")
+                try:
+                    await self._restart_and_replay(len(self.nb.cells))
+                    for _, (_, _, function) in pending[position + 1:]:
+                        await self._capture(function)
+                except (DeadKernelError, RuntimeError, KernelGone, TooSlow) as exc:
+                    self.log.error("the kernel could not be restarted after cell %d: %s", index, exc)
+                    for later, _ in pending[position + 1:]:
+                        self._kernel_died(self.nb.cells[later], later,
+                                          during="and could not be restarted for this exercise's hidden tests")
+                    return
+                continue
+            evalue = printable(evalue)
+            evalue = evalue if len(evalue) <= MESSAGE else evalue[:MESSAGE] + " (...)"
+            cell.outputs.append(new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"]))
 
     async def _judge(self, slug: str, exercise: str, function: str) -> tuple[str, str] | None:
         """Grade one exercise here, calling the learner's function in the kernel; ``(error name, message)`` or None."""
@@ -210,6 +316,10 @@ class GuardedExecute(Execute):
                 return KERNEL_DIED, str(exc)
             except TooSlow as exc:
                 return "ExerciseFailure", str(exc)
+            except Exception as exc:  # noqa: BLE001 - whatever the reply did to the judge: this exercise's failure
+                self.log.exception("the judge failed on %s's %s", self._student, exercise)
+                return "ExerciseFailure", (f"{exercise}: the grader could not judge what your function returned "
+                                           f"({type(exc).__name__}); this exercise scores zero")
             finally:
                 if learner is not None:
                     try:
@@ -243,10 +353,84 @@ class GuardedExecute(Execute):
         await ensure_async(self.kc.start_channels())
         await ensure_async(self.kc.wait_for_ready(timeout=self.startup_timeout))
         for i, earlier in enumerate(self.nb.cells[:upto]):  # restore the state the next cells expect
-            if earlier.cell_type != "code" or i in self._died_at or is_test_cell(earlier):
+            if earlier.cell_type != "code" or i in self._died_at or is_test_cell(earlier) or is_check_cell(earlier):
                 continue
             msg_id = await ensure_async(self.kc.execute(earlier.source, store_history=False, silent=True))
             await self.async_wait_for_reply(msg_id, earlier)
+
+
+#: the line that keeps a learner's function for its hidden test (grader.runner.capture)
+CAPTURE = "import grader.runner as _grader_runner; _grader_runner.capture({name!r})"
+
+
+def scratch_copy(source: str, scratch: str) -> list[tuple[str, str]]:
+    """The submission's regular files, copied into ``scratch``, its sub-folders too; what was not copied, and why.
+
+    Nothing is followed: a link, a device, a pipe or a socket is left out, and so is a file with other names
+    (a hard link), read with ``O_NOFOLLOW`` from a folder opened without following links.
+    """
+    skipped: list[tuple[str, str]] = []
+
+    def copy(src_fd: int, dst: str, prefix: str) -> None:
+        for entry in sorted(os.listdir(src_fd)):
+            name = prefix + entry
+            st = os.stat(entry, dir_fd=src_fd, follow_symlinks=False)
+            kind = _kind(st.st_mode)
+            if kind == "folder":
+                sub = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=src_fd)
+                try:
+                    os.mkdir(os.path.join(dst, entry), 0o755)
+                    copy(sub, os.path.join(dst, entry), name + "/")
+                finally:
+                    os.close(sub)
+            elif kind != "file":
+                skipped.append((name, f"is {kind}"))
+            elif st.st_nlink > 1:
+                skipped.append((name, "is a hard link (a file with other names)"))
+            else:
+                fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=src_fd)
+                with os.fdopen(fd, "rb") as f, open(os.path.join(dst, entry), "xb") as out:
+                    while chunk := f.read(1 << 20):
+                        out.write(chunk)
+
+    top = os.open(source, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        copy(top, scratch, "")
+    finally:
+        os.close(top)
+    return skipped
+
+
+def left_behind(folder: str) -> list[tuple[str, str]]:
+    """What in a kernel's scratch folder is not a plain file or folder: links, devices, pipes, sockets, hard links
+    (named for the grader's log; the folder is removed whole, nothing in it read)."""
+    found = []
+    if not os.path.isdir(folder):
+        return found
+    for parent, dirs, files, fd in os.fwalk(folder, follow_symlinks=False):
+        for name in dirs + files:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            kind = _kind(st.st_mode)
+            where = os.path.relpath(os.path.join(parent, name), folder)
+            if kind not in ("file", "folder"):
+                found.append((where, kind))
+            elif kind == "file" and st.st_nlink > 1:
+                found.append((where, "a hard link"))
+    return found
+
+
+def _kind(mode: int) -> str:
+    import stat
+
+    for test, name in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "folder"), (stat.S_ISLNK, "a symbolic link"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "something that is not a file"
 
 
 #: the course's folders that hold learners' work, which the grading kernel of that work can read

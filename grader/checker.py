@@ -33,7 +33,7 @@ from .compare import (
     values_agree,
 )
 from .diagnosis import Mistake, first_divergence, match_mistake, match_table_mistake, match_value_mistake
-from .failures import ExerciseFailure
+from .failures import ExerciseFailure, learner_text
 from .guards import ShapeWatch
 from .learner import Learner, as_learner
 
@@ -55,7 +55,7 @@ def call_learner(learner: Learner | Callable, case: Case, name: str, forbidden: 
         raise ExerciseFailure(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
                               "with your code.") from None
     except Exception as exc:  # the learner's bug, reported with the case
-        raise ExerciseFailure(f"{name} raised {type(exc).__name__}: {exc} ({label})."
+        raise ExerciseFailure(f"{name} raised {learner_text(type(exc).__name__, 60)}: {learner_text(exc)} ({label})."
                               + integer_dtype_hint(case)) from None
 
 

@@ -9,3 +9,26 @@ class ExerciseFailure(AssertionError):
 
 class ForbiddenCall(ExerciseFailure):
     """The learner's function called the reference or a fused routine."""
+
+
+#: how much of a text the learner's code chose (an exception's message, a type's name) a diagnosis quotes
+LEARNER_TEXT = 200
+#: how long a hidden test's message may be in the graded notebook
+MESSAGE = 2000
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but newline and tab written as an escape (a terminal's ``\\x1b``
+    shown as text, never obeyed)."""
+    return "".join(c if c in "\n\t" or c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def learner_text(value: object, limit: int = LEARNER_TEXT) -> str:
+    """A text the learner's code chose, as a diagnosis may quote it: printable and at most ``limit`` characters
+    (an exception's message can carry anything the function saw; a diagnosis says what went wrong, not that)."""
+    try:
+        text = str(value)
+    except Exception:  # noqa: BLE001 - a learner's __str__ that raises
+        text = f"<{type(value).__name__[:40]}>"
+    text = printable(text)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters not shown)"

@@ -97,6 +97,7 @@ class _ForbidTorch(TorchFunctionMode):
         super().__init__()
         self.forbidden = {id(f): f for f in forbidden}
         self.exercise = exercise
+        self.depth = 0  # inside its own handler, where torch has taken it off the stack for the call
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if id(func) in self.forbidden:
@@ -104,7 +105,43 @@ class _ForbidTorch(TorchFunctionMode):
                 f"{self.exercise}: your code calls {_name_of(func)}, which does the exercise "
                 "for you. Compute it yourself from basic tensor operations."
             )
-        return func(*args, **(kwargs or {}))
+        self.depth += 1
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self.depth -= 1
+
+
+# --------------------------------------------------------------------------
+# The guard's own watch on itself: the profiler replaced or removed, torch's function modes switched off
+# --------------------------------------------------------------------------
+#: the audit events of a change of the profiler or tracer (CPython raises them for sys.setprofile and settrace,
+#: and when it removes a profile function that raised, as a deep recursion makes it)
+_HOOK_EVENTS = frozenset({"sys.setprofile", "sys.settrace"})
+_watches: list[dict] = []  # the guards now watching, innermost last
+_hooked: list[bool] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _watches and event in _HOOK_EVENTS and not _watches[-1]["own"]:
+        _watches[-1]["changes"].append(event)
+
+
+def _watch_audit_events() -> None:
+    """Install the guard's audit hook, once per process (Python offers no way to remove one)."""
+    if not _hooked:
+        sys.addaudithook(_audit)
+        _hooked.append(True)
+
+
+#: folders of code that is not the learner's: the grader's, torch's, the standard library's (a learner's code is
+#: a cell, ``<ipython-input-...>`` or ipykernel's ``/tmp/ipykernel_*/...py``, or a module of their own)
+_LIBRARY_DIRS = tuple(sorted({os.path.dirname(os.path.abspath(__file__)), os.path.dirname(torch.__file__),
+                              os.path.dirname(os.__file__)}))
+
+
+def _learners(filename: str) -> bool:
+    return not filename.startswith(_LIBRARY_DIRS) and filename != __file__
 
 
 class ShapeWatch(TorchFunctionMode):
@@ -258,7 +295,31 @@ def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this ex
         violations.append(message)
         raise ForbiddenCall(message)
 
+    switched_off = (f"{exercise}: your code switched off a guard the checks use while it was being checked "
+                    "({what}); exercises may not change torch's function modes, the profiler or the tracer, "
+                    "so this exercise scores zero.")
+
+    learner_code: dict = {}  # code object -> whether it is the learner's (checked once each)
+    all_disabled, stack_size, stack_at = (torch._C._is_torch_function_all_disabled,
+                                          torch._C._len_torch_function_stack, torch._C._get_function_stack_at)
+
+    def untouched(code) -> None:
+        """In the learner's code: torch's function modes on, and the guard's own mode on top of them."""
+        if all_disabled():
+            fail(switched_off.format(what="torch's function modes, with DisableTorchFunction"))
+        if mode.depth == 0:
+            n = stack_size()
+            if n == 0 or stack_at(n - 1) is not mode:
+                fail(switched_off.format(what="the guard's TorchFunctionMode, taken off torch's stack"))
+
     def profiler(frame, event, arg):  # pragma: no cover - runs under the profiler
+        if event == "call" or event == "c_call":
+            code = frame.f_code
+            mine = learner_code.get(code)
+            if mine is None:
+                mine = learner_code[code] = _learners(code.co_filename)
+            if mine:
+                untouched(code)
         if inside_allowed:
             if event == "return" and frame is inside_allowed[-1]:
                 inside_allowed.pop()
@@ -292,20 +353,34 @@ def forbid_calls(forbidden: Iterable[Callable] = (), *, exercise: str = "this ex
                      "exercise for you. Compute it yourself from basic tensor operations.")
 
     before = take_snapshot()
-    if reference or forbidden:
-        sys.setprofile(profiler)
+    mode = _ForbidTorch(forbidden, exercise)
+    watch = {"own": True, "changes": []}
+    profiling = bool(reference or forbidden)
+    _watch_audit_events()
+    _watches.append(watch)
     try:
-        with _ForbidTorch(forbidden, exercise):
-            yield
+        with mode:
+            if profiling:
+                sys.setprofile(profiler)
+            watch["own"] = False
+            try:
+                yield
+            finally:
+                watch["own"] = True
+                still_mine = sys.getprofile() is profiler
+                if profiling:
+                    sys.setprofile(previous)
+            stack_kept = (torch._C._len_torch_function_stack() > 0
+                          and torch._C._get_function_stack_at(torch._C._len_torch_function_stack() - 1) is mode)
     finally:
-        still_mine = sys.getprofile() is profiler
-        if reference or forbidden:
-            sys.setprofile(previous)
+        _watches.remove(watch)
     if violations:  # the profiler's exception may have been swallowed by the learner's code
         raise ForbiddenCall(violations[0])
-    if (reference or forbidden) and not still_mine:
-        raise ForbiddenCall(f"{exercise}: your code replaced the profiler the checks use; exercises may not call "
-                            "sys.setprofile or sys.settrace.")
+    if profiling and (watch["changes"] or not still_mine):
+        raise ForbiddenCall(switched_off.format(what="the profiler, removed or replaced: sys.setprofile, "
+                                                     "sys.settrace, or an error that made Python drop it"))
+    if not stack_kept:
+        raise ForbiddenCall(switched_off.format(what="torch's function mode stack, changed"))
     changed = first_change(before)
     if changed:
         raise ForbiddenCall(f"{exercise}: your code replaced {changed} while it was being checked; "

@@ -10,8 +10,10 @@ that dies or does not answer is reported as such.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import shutil
+import subprocess
 import sys
 import time
 
@@ -64,20 +66,24 @@ class FencedKernelClient(AsyncKernelClient):
 
 
 class FencedKernelManager(AsyncKernelManager):
-    """A kernel started inside bubblewrap, talking to the grader over Unix sockets in a folder both can see.
+    """A kernel started inside the OS fence, talking to the grader over Unix sockets in a folder both can see.
 
     The fence unshares the network, so the kernel's sockets cannot be TCP
     ports of the grader's host: they are files (``transport = "ipc"``) in
-    the fence's folder, the one folder mounted read-write besides the
-    submission's. Interrupts (a cell past its time limit) go as messages,
-    since the kernel's process is not the grader's child but bwrap's.
+    the kernel's connection folder. The kernel command is the launcher of
+    :mod:`grader.warm`, which has the kernel forked warm (or started cold) and
+    enclosed (:mod:`grader.enclosure`). Interrupts (a cell past its time limit)
+    go as messages, since the kernel's process is not the grader's child.
+
+    The kernel's standard streams are a pipe of the grader's own
+    (:class:`Output`): its last :data:`OUTPUT_KEPT` bytes are kept for the
+    grader's log, the rest read and dropped, and none of it decides anything.
     """
 
     client_class = DottedObjectName("grader.kernel.FencedKernelClient")
     client_factory = Type(FencedKernelClient, klass=AsyncKernelClient)
-    fence_args: list[str] = []
-    #: a warm process's socket (grader.warm): the kernel is forked there, else started cold as below
-    warm_socket: str | None = None
+    enclosure = None  # grader.sandbox.Enclosure: the view, the plan, the warm process's socket
+    private_dir: str | None = None  # the grader's own folder, out of every kernel's view: launch specs, how each ended
 
     async def _async_wait(self, pollinterval: float = 0.1) -> None:
         """Wait for the kernel's process to end, looking every 5 ms: jupyter_client looks every 0.1 s, and the
@@ -85,10 +91,39 @@ class FencedKernelManager(AsyncKernelManager):
         await super()._async_wait(pollinterval=min(pollinterval, 0.005))
 
     def format_kernel_cmd(self, extra_arguments=None):
-        cold = [shutil.which("bwrap") or "bwrap", *self.fence_args, "--", *super().format_kernel_cmd(extra_arguments)]
-        if self.warm_socket:
-            return [sys.executable, "-S", "-m", "grader.warm", "launch", self.warm_socket, "--", *cold]
-        return cold
+        import json
+        import tempfile
+
+        command = super().format_kernel_cmd(extra_arguments)
+        if self.enclosure is None or self.enclosure.bwrap is None:  # the Python fence alone: the kernel as it is
+            return command
+        kernel_args = command[command.index("ipykernel_launcher") + 1:]
+        fd, spec = tempfile.mkstemp(prefix="launch-", suffix=".json", dir=self.private_dir)
+        self._ended = spec[:-len(".json")] + "-ended.json"
+        with os.fdopen(fd, "w") as f:
+            json.dump({"socket": self.enclosure.warm_socket, "bwrap_executable": shutil.which("bwrap") or "bwrap",
+                       "bwrap": self.enclosure.bwrap, "python": sys.executable, "plan": self.enclosure.plan,
+                       "ended": self._ended}, f)
+        return [sys.executable, "-S", "-m", "grader.warm", "launch", spec, "--", *kernel_args]
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        self.output = Output()
+        kw.update(stdin=subprocess.DEVNULL, stdout=self.output.fd, stderr=self.output.fd)
+        try:
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+        finally:
+            self.output.started()
+
+    def ended(self) -> dict:
+        """How the kernel last started ended, as its launcher wrote it (``{}`` while it runs or if it wrote nothing)."""
+        import json
+
+        try:
+            with open(getattr(self, "_ended", "")) as f:
+                found = json.load(f)
+            return found if isinstance(found, dict) else {}
+        except (OSError, ValueError):
+            return {}
 
     @property
     def kernel_spec(self):
@@ -101,10 +136,57 @@ class FencedKernelManager(AsyncKernelManager):
         return spec
 
 
-def fenced_manager(bwrap_args: list[str], warm_socket: str | None = None) -> type[FencedKernelManager]:
-    """A :class:`FencedKernelManager` class whose kernels start inside bubblewrap with these arguments (forked by
-    the warm process at ``warm_socket`` when there is one)."""
-    return type("Fenced", (FencedKernelManager,), {"fence_args": list(bwrap_args), "warm_socket": warm_socket})
+#: how much of a kernel's own output (its standard streams, not its cells') the grader keeps
+OUTPUT_KEPT = 16 * 1024
+
+
+class Output:
+    """A kernel's standard streams: a pipe drained by a thread of the grader's, its tail kept, the rest dropped."""
+
+    def __init__(self):
+        import collections
+        import threading
+
+        self._read, self.fd = os.pipe()
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._kept = 0
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._drain, daemon=True, name="kernel-output")
+        self._thread.start()
+
+    def started(self) -> None:
+        """The kernel has its copy of the pipe: the grader's is closed, so the drain ends when the kernel does."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._read, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self._tail.append(chunk)
+            self._kept += len(chunk)
+            while self._kept - len(self._tail[0]) >= OUTPUT_KEPT:
+                self.dropped += len(self._tail[0])
+                self._kept -= len(self._tail.popleft())
+        os.close(self._read)
+
+    def text(self) -> str:
+        """The kept tail, printable: control characters (a terminal's escapes) shown as escapes."""
+        data = b"".join(self._tail)[-OUTPUT_KEPT:]
+        from .failures import printable
+
+        return printable(data.decode("utf-8", errors="replace"))
+
+
+def fenced_manager(enclosure, private_dir: str) -> type[FencedKernelManager]:
+    """A :class:`FencedKernelManager` class whose kernels start enclosed as ``enclosure`` (a
+    :class:`grader.sandbox.Enclosure`) says, its launch specs in ``private_dir``."""
+    return type("Fenced", (FencedKernelManager,), {"enclosure": enclosure, "private_dir": private_dir})
 
 
 class KernelGone(RuntimeError):

@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import queue
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,40 +48,70 @@ from pathlib import Path
 
 #: what sets the threads of torch (and the BLAS under it) in a grading kernel: a request sets them
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: how much of a batch's log a reply carries (the end of it)
+LOG_KEPT = 64 * 1024
 
 
 # --------------------------------------------------------------------------
 # One process's side
 # --------------------------------------------------------------------------
-def run_command(argv: list[str]) -> int:
-    """``nbgrader autograde ...`` (``argv``, from ``autograde`` on) in this process; the exit status the command
-    would have had."""
+class FailedSubmissions(logging.Handler):
+    """The submissions nbgrader could not grade, as nbgrader's converter itself reports them (its log record from
+    ``convert_notebooks``, in this process): never read from text a kernel or a file name could have written."""
+
+    PATTERN = re.compile(r"^There was an error processing assignment '([^']*)' for student '([^']*)'$")
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.failed: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.funcName != "convert_notebooks" or not record.pathname.endswith(
+                os.path.join("nbgrader", "converters", "base.py")):
+            return
+        found = self.PATTERN.match(record.getMessage())
+        if found:
+            self.failed.append((found.group(1), found.group(2)))
+
+
+def run_command(argv: list[str]) -> tuple[int, list[tuple[str, str]]]:
+    """``nbgrader autograde ...`` (``argv``, from ``autograde`` on) in this process: the exit status the command
+    would have had, and the (assignment, student) pairs it could not grade."""
     from jupyter_core.application import NoStart
     from nbgrader.apps.autogradeapp import AutogradeApp
     from nbgrader.apps.nbgraderapp import NbGraderApp
 
     if not argv or argv[0] != "autograde":
         print(f"nbgrader process: only autograde is run here, not {argv[:1]}", file=sys.stderr)
-        return 2
+        return 2, []
 
     def fresh() -> None:  # the application and its subcommand are singletons: each request gets new ones
         AutogradeApp.clear_instance()
         NbGraderApp.clear_instance()
 
     fresh()
+    failures = FailedSubmissions()
+    watched = [logging.getLogger()]
+    watched[0].addHandler(failures)
     try:
         app = NbGraderApp.instance()
         app.initialize(argv)
+        for logger in (app.log, getattr(app.subapp, "log", None)):
+            if logger is not None and logger not in watched:
+                logger.addHandler(failures)
+                watched.append(logger)
         app.start()
-        return 0
+        return 0, failures.failed
     except NoStart:  # how a Jupyter application says its subcommand ran (the command's launch_instance agrees)
-        return 0
+        return 0, failures.failed
     except SystemExit as exc:  # nbgrader's own exit: 1 when a submission could not be graded
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return (exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)), failures.failed
     except BaseException:  # noqa: BLE001 - as the command would: the traceback, and a failed exit
         traceback.print_exc()
-        return 1
+        return 1, failures.failed
     finally:
+        for logger in watched:
+            logger.removeHandler(failures)
         fresh()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -115,8 +147,8 @@ def serve(requests_fd: int, replies_fd: int) -> int:
         for line in requests:
             request = json.loads(line)
             set_threads(request.get("threads", {}))
-            code = run_command(list(request["argv"]))
-            replies.write(json.dumps({"returncode": code}) + "\n")
+            code, failed = run_command(list(request["argv"]))
+            replies.write(json.dumps({"returncode": code, "failed": failed}) + "\n")
             replies.flush()
     return 0
 
@@ -169,14 +201,22 @@ class NbgraderProcess:
         except (BrokenPipeError, OSError):
             line = ""
         with self._log.open("rb") as log:
-            log.seek(start)
-            printed = log.read().decode("utf-8", errors="replace")
+            end = log.seek(0, os.SEEK_END)
+            log.seek(max(start, end - LOG_KEPT))
+            printed = log.read(LOG_KEPT).decode("utf-8", errors="replace")
+        if end - start > LOG_KEPT:
+            printed = f"[... {end - start - LOG_KEPT} bytes of this batch's log not shown]\n" + printed
         if not line:  # the process died with the request: as a command that crashed, and the next one is fresh
             code = self._proc.wait()
             self.close()
-            return subprocess.CompletedProcess(argv, code or 1, printed,
+            done = subprocess.CompletedProcess(argv, code or 1, printed,
                                                f"the nbgrader process grading this batch died (exit status {code})")
-        return subprocess.CompletedProcess(argv, int(json.loads(line)["returncode"]), printed, "")
+            done.failed = None  # not known: the whole batch failed
+            return done
+        reply = json.loads(line)
+        done = subprocess.CompletedProcess(argv, int(reply["returncode"]), printed, "")
+        done.failed = [tuple(pair) for pair in reply.get("failed", [])]
+        return done
 
     def stop(self) -> None:
         """Ask the process to end (it does when its requests' pipe closes), without waiting for it."""

@@ -29,7 +29,7 @@ from . import wire
 from .cases import Case, tensors_of
 from .checker import call_learner
 from .compare import upstream_gradient
-from .failures import ExerciseFailure, ForbiddenCall
+from .failures import ExerciseFailure, ForbiddenCall, learner_text
 from .guards import ShapeWatch
 from .learner import LocalLearner
 
@@ -37,14 +37,31 @@ from .learner import LocalLearner
 _GRAPHS: dict[int, tuple[Tensor, list[Tensor]]] = {}
 
 
-def _function(name: str):
+#: the learner's functions as their test cells saw them (:func:`capture`), judged after the notebook's last cell
+_CAPTURED: dict[str, object] = {}
+_MISSING = object()
+
+
+def _namespace() -> dict:
     from IPython import get_ipython
 
     shell = get_ipython()
-    namespace = shell.user_ns if shell is not None else globals()
-    if name not in namespace:
+    return shell.user_ns if shell is not None else globals()
+
+
+def capture(name: str) -> None:
+    """Keep the learner's object ``name`` as it is now: its hidden test, run after the notebook's last cell,
+    calls this one (a later cell may define another of that name)."""
+    _CAPTURED[name] = _namespace().get(name, _MISSING)
+
+
+def _function(name: str):
+    found = _CAPTURED.get(name, _MISSING)
+    if found is _MISSING:
+        found = _namespace().get(name, _MISSING)
+    if found is _MISSING:
         raise ExerciseFailure(f"{name} is not defined: run the cell that defines it (or do not rename it).")
-    return namespace[name]
+    return found
 
 
 def describe(name: str) -> dict:
@@ -57,7 +74,7 @@ def describe(name: str) -> dict:
         params = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         params = []
-    return {"callable": callable(fn), "type": type(fn).__name__, "params": params}
+    return {"callable": callable(fn), "type": learner_text(type(fn).__name__, 60), "params": params}
 
 
 def call(name: str, case: Case, exercise: str, forbidden: list[str], allowed: list[str],
@@ -101,7 +118,8 @@ def call_many(name: str, cases: list[Case], exercise: str, forbidden: list[str],
             try:
                 reply["grads"] = _grads(out, inputs, upstream, keep=True)
             except Exception as exc:  # noqa: BLE001 - the learner's graph, reported to the judge
-                reply["grads_failure"] = f"computing the gradient of your result raised {type(exc).__name__}: {exc}"
+                reply["grads_failure"] = ("computing the gradient of your result raised "
+                                          f"{learner_text(type(exc).__name__, 60)}: {learner_text(exc)}")
             reply["upstream"] = upstream
         replies.append(reply)
     return {"replies": replies}
@@ -113,7 +131,8 @@ def backward(handle: int, upstream: Tensor) -> dict:
     try:
         grads = _grads(out, inputs, upstream.to(out.dtype))
     except Exception as exc:  # noqa: BLE001 - the learner's graph, reported to the judge
-        return {"failure": f"computing the gradient of your result raised {type(exc).__name__}: {exc}"}
+        return {"failure": ("computing the gradient of your result raised "
+                            f"{learner_text(type(exc).__name__, 60)}: {learner_text(exc)}")}
     return {"grads": grads}
 
 
@@ -152,5 +171,6 @@ def serve(request_path: str, reply_path: str) -> None:
     except ExerciseFailure as exc:
         reply = {"failure": str(exc)}
     except BaseException as exc:  # noqa: BLE001 - whatever happened, the judge gets an answer
-        reply = {"failure": f"the grader could not run your function: {type(exc).__name__}: {exc}"}
+        reply = {"failure": ("the grader could not run your function: "
+                             f"{learner_text(type(exc).__name__, 60)}: {learner_text(exc)}")}
     wire.write(reply_path, reply)

@@ -91,10 +91,12 @@ KERNEL_MODULES = ("grader.failures", "grader.cases", "grader.compare", "grader.g
 class Enclosure:
     """What :func:`fenced` set up for one notebook's kernel."""
 
-    bwrap: list[str] | None  # bubblewrap's arguments, None without the OS fence
+    bwrap: list[str] | None  # the OS fence's view of the machine (bubblewrap's arguments), None without it
     fence_dir: str | None  # the kernel's connection folder (Unix sockets), inside the OS fence's view
     exchange: str  # the folder of the judge's requests and the kernel's replies
     warm_socket: str | None = None  # the warm process that forks this kernel (grader.warm), None: started cold
+    plan: dict | None = None  # what a cold start's handler needs (grader.warm.once)
+    kernel_uid: int | None = None  # the user the kernel runs as, when grading runs as root
 
 
 def is_secret(name: str) -> bool:
@@ -134,22 +136,26 @@ def installed_closed() -> list[str]:
 @contextlib.contextmanager
 def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dirs: list[str],
            memory_mb: int | None, os_fence: str, private_dirs: list[str] = (),
-           warm_root: str | None = None) -> Iterator[Enclosure]:
+           limits=None) -> Iterator[Enclosure]:
     """Both fences' settings for the kernel of one submission, in the environment it inherits, secrets out of it.
 
     Args:
-        workdir: the submission's folder (read and write).
+        workdir: the submission's scratch folder (read and write), under :func:`grader.warm.work_root` with the
+            OS fence: the one folder of the grader's the kernel may write, and nothing in it comes back.
         course_root: the course folder; it and the grader's checkout are closed but for ``public_dirs``.
         public_dirs: folders of the course that stay readable (``exercises``, ``.venv``...).
         closed_dirs: folders closed even inside a readable one (the reference, the grader's assignments).
-        warm_root: the folder of every submission this process grades (``autograded/``): with the OS fence, the
-            kernel is forked from a warm process that sees it (:mod:`grader.warm`), unless ``GRADER_WARM_KERNELS``
-            is off or no warm process answers. None: started afresh.
         private_dirs: more folders closed to the kernel, anywhere (on a hub: the homes and nbgrader's exchange,
-            where the other learners' work is).
-        memory_mb: the kernel's address-space limit (None or 0: none).
+            where the other learners' work is); with the OS fence nothing outside the system's folders, the
+            Python environment and the public folders is in view anyway.
+        memory_mb: the kernel's memory limit (None or 0: none).
         os_fence: one of :data:`OS_FENCES`.
+        limits: the kernel's limits (:class:`grader.enclosure.KernelLimits`; by default ``memory_mb`` and the
+            defaults of the rest).
     """
+    from .enclosure import KernelLimits, kernel_uid, privileged
+
+    limits = limits or KernelLimits(memory_mb=memory_mb or 0)
     courses = sorted({course_root, CHECKOUT})
     home = os.path.expanduser("~")
     roots = courses + [os.path.join(home, p) for p in HOME_SECRETS] + [os.path.abspath(p) for p in private_dirs]
@@ -159,13 +165,14 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
         # the environment, unless it holds the course (a folder around the course would open the course again)
         "public_roots": [os.path.join(r, d) for r in courses for d in public_dirs] + [
             env for env in environment_roots() if not any(_under(os.path.realpath(r), [env]) for r in roots)],
-        "memory_mb": memory_mb or None,
+        "memory_mb": limits.memory_mb or None,
         "closed_roots": [os.path.join(r, d) for r in courses for d in closed_dirs] + installed_closed(),
+        "limits": limits.as_json(),
     }
     if os_fence not in OS_FENCES:
         raise ValueError(f"GuardedExecute.os_fence = {os_fence!r} is not a fence the grader knows: "
                          f"use one of {list(OS_FENCES)} (GRADER_OS_FENCE in the environment)")
-    bwrap = fence_dir = None
+    bwrap = fence_dir = plan = uid = None
     if os_fence == "bwrap":
         why = bwrap_works()
         if why:
@@ -173,13 +180,20 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
                                "bubblewrap), or grade with the Python fence alone: GRADER_OS_FENCE=none")
         from . import warm
 
-        warm_root = os.path.realpath(warm_root) if warm_root and warm.enabled() else None
-        if warm_root and not _under(os.path.realpath(settings["workdir"]), [warm_root]):
-            warm_root = None
-        fence_dir = tempfile.mkdtemp(prefix="grader-kernel-", dir=warm.fence_root() if warm_root else None)
+        root = warm.fence_root()
+        if not _under(os.path.realpath(settings["workdir"]), [os.path.realpath(warm.work_root())]):
+            raise ValueError(f"the submission's scratch folder {workdir} is not under {warm.work_root()}")
+        fence_dir = tempfile.mkdtemp(prefix="grader-kernel-", dir=root)
+        mapped = privileged()
+        uid = kernel_uid() if mapped else None
+        settings["kernel_uid"] = uid
         settings["private_roots"] = settings["private_roots"] + [fence_dir]
+        group = warm.run_group() if mapped else None
+        plan = {"cover": ["/tmp", root], "readable": settings["public_roots"], "work_root": warm.work_root(),
+                "fence_root": root, "privileged": mapped, "group": group, "env_var": ENV_VAR,
+                "kernel_modules": list(KERNEL_MODULES)}
         bwrap = bwrap_arguments(hidden=roots, readable=settings["public_roots"], closed=settings["closed_roots"],
-                                writable=[settings["workdir"], fence_dir])
+                                writable=[root] + _group_folders(group), privileged=mapped)
     # the judge's requests and the kernel's replies: a folder the kernel can write (the fence's, or the
     # temporary folder the Python fence leaves writable)
     exchange = tempfile.mkdtemp(prefix="grader-exchange-", dir=fence_dir)
@@ -192,16 +206,14 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
     path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = CHECKOUT + (os.pathsep + path if path else "")
     socket_path = None
-    if bwrap is not None and warm_root:  # the warm process: this view of the machine, every submission's folder
-        root = warm.fence_root()
-        plan = {"cover": ["/tmp", warm_root, root], "readable": settings["public_roots"], "work_root": warm_root,
-                "fence_root": root}
-        socket_path = warm.warm_socket(
-            bwrap_arguments(hidden=roots, readable=settings["public_roots"], closed=settings["closed_roots"],
-                            writable=[warm_root, root]), plan, dict(os.environ))
+    if bwrap is not None:
+        from . import warm
+
+        if warm.enabled():  # the warm process: this view of the machine, every submission's scratch folder
+            socket_path = warm.warm_socket(bwrap, plan, dict(os.environ))
     os.environ[ENV_VAR] = json.dumps(settings)
     try:
-        yield Enclosure(bwrap, fence_dir, exchange, socket_path)
+        yield Enclosure(bwrap, fence_dir, exchange, socket_path, plan, uid)
     finally:
         os.environ.pop(ENV_VAR, None)
         os.environ.update(secrets)
@@ -214,37 +226,80 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
             shutil.rmtree(fence_dir, ignore_errors=True)
 
 
-def bwrap_arguments(*, hidden: list[str], readable: list[str], writable: list[str],
-                    closed: list[str] = ()) -> list[str]:
-    """bubblewrap's arguments for the grading kernel.
+def _group_folders(group: dict | None) -> list[str]:
+    from .cgroups import RunGroup
 
-    The whole system is mounted read-only, a fresh empty /tmp is the scratch
-    folder, every namespace is unshared (no network: only loopback inside, and
-    nothing listens there; no other process visible), and the kernel dies with
-    the grader. ``hidden`` folders (the course, the secrets in the home folder)
-    are replaced by empty ones, ``readable`` folders inside them are mounted
-    back read-only, and ``writable`` ones (the submission's folder, the
-    kernel's connection folder) read-write; ``closed`` folders inside a
-    readable one (the grader's assignments) are emptied again.
+    run = RunGroup.from_plan(group)
+    return run.folders() if run else []
+
+
+#: the system's folders in the OS fence's view (read-only): programs, libraries, configuration, the kernel's
+#: view of the hardware (torch reads the processor's caches there). Nothing else of the machine is in view:
+#: not /home, /root, /srv, /opt, /var, /mnt, another course, wherever they are.
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "sys")
+
+
+def bwrap_arguments(*, hidden: list[str], readable: list[str], writable: list[str],
+                    closed: list[str] = (), privileged: bool = False) -> list[str]:
+    """bubblewrap's arguments for the grading kernels' view of the machine.
+
+    A new root holds only the system's folders (:data:`SYSTEM_DIRS`, read-only),
+    the ``readable`` folders (the Python environment, the course's public
+    folders, read-only) and the ``writable`` ones (the fence's folder, with the
+    submissions' scratch copies and the kernels' connection folders; the run's
+    control groups); ``closed`` folders inside a readable one (the grader's
+    assignments) are emptied, and so are ``hidden`` ones (the course, the home
+    folder's secrets) wherever a system folder would show them. A fresh empty
+    ``/tmp`` and ``/dev``. Every namespace is unshared but, grading as root, the
+    user's: the warm process stays root so that it can give each kernel a user
+    of its own (:mod:`grader.enclosure`), and mounts its own ``/proc``.
     """
-    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-all",
-            "--die-with-parent", "--setenv", "TMPDIR", "/tmp", "--setenv", "IPYTHONDIR", "/tmp/ipython",
-            # the kernel sees bwrap as its parent: bwrap, not the kernel, watches the grader (--die-with-parent)
-            "--setenv", "JPY_PARENT_PID", "0"]
+    args = []
+    for name in SYSTEM_DIRS:
+        path = "/" + name
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    args += ["--dev", "/dev", "--tmpfs", "/tmp"]
+    args += ["--dir", "/proc"] if privileged else ["--proc", "/proc"]
+    args += (["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"] if privileged
+             else ["--unshare-all"])
+    args += ["--die-with-parent", "--setenv", "TMPDIR", "/tmp", "--setenv", "IPYTHONDIR", "/tmp/ipython",
+             "--setenv", "HOME", "/tmp",
+             # the kernel sees bwrap as its parent: bwrap, not the kernel, watches the grader (--die-with-parent)
+             "--setenv", "JPY_PARENT_PID", "0"]
+    shown = ["/" + n for n in SYSTEM_DIRS if os.path.isdir("/" + n)]
+    made: set[str] = set()
+    for path in [*readable, *writable]:  # the folders above each, traversable by the kernels' users
+        parents = []
+        parent = os.path.dirname(os.path.abspath(path))
+        while parent not in ("/", "/tmp", "") and not _under(parent, shown + ["/dev", "/proc"]):
+            parents.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(parents):
+            if folder not in made:
+                made.add(folder)
+                args += ["--perms", "0755", "--dir", folder]
+    for path in readable:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
     for path in sorted(hidden, key=lambda p: os.path.normpath(p).count(os.sep)):  # a folder before those in it
+        if not _under(os.path.realpath(path), shown + [os.path.realpath(r) for r in readable]):
+            continue  # not in view anyway
         if os.path.isdir(path):
             args += ["--tmpfs", path]
         elif os.path.exists(path):
             args += ["--ro-bind", "/dev/null", path]
-    for path in readable:
-        if os.path.exists(path):
+    for path in readable:  # what a hidden folder covered, shown again
+        if os.path.exists(path) and any(_under(os.path.realpath(path), [os.path.realpath(h)]) for h in hidden):
             args += ["--ro-bind", path, path]
     for path in closed:
         if os.path.isdir(path):
             args += ["--tmpfs", path]
     for path in writable:
         args += ["--bind", path, path]
-    return args
+    return args + ["--remount-ro", "/"]
 
 
 def bwrap_works() -> str | None:
@@ -268,7 +323,7 @@ def bwrap_works() -> str | None:
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _PATH_WRITE_EVENTS = {  # event -> positions of the path arguments it writes
     "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.link": (0, 1),
-    "os.symlink": (0, 1), "os.truncate": (0,), "os.chmod": (0,), "os.chown": (0,), "os.utime": (0,),
+    "os.truncate": (0,), "os.chmod": (0,), "os.chown": (0,), "os.utime": (0,),
     "shutil.copyfile": (1,), "shutil.copymode": (1,), "shutil.copystat": (1,), "shutil.copytree": (1,),
     "shutil.move": (0, 1), "shutil.rmtree": (0,), "shutil.chown": (0,), "os.chflags": (0,), "os.lchflags": (0,),
 }
@@ -313,7 +368,8 @@ def _under(path: str, roots) -> bool:
 
 
 def install(*, workdir: str, private_roots: list[str], public_roots: list[str], memory_mb: int | None = 4096,
-            closed_roots: list[str] = (), exchange: str | None = None) -> None:
+            closed_roots: list[str] = (), exchange: str | None = None, limits: dict | None = None,
+            kernel_uid: int | None = None) -> None:
     """Fence this process in; runs once, first thing in the grading kernel.
 
     Args:
@@ -326,6 +382,8 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
         closed_roots: folders closed even inside a public one: the reference
             (course_lib) and the grader's assignments (cases and mistakes).
         exchange: the folder of the judge's requests and the kernel's replies (read and write).
+        limits, kernel_uid: the kernel's limits and user, which its enclosure set (:mod:`grader.enclosure`)
+            before this runs; the address-space limit is set here again, for a kernel without the OS fence.
     """
     import numpy  # noqa: F401 - in the snapshot
     import torch  # noqa: F401 - loaded (with its native libraries) before the fence closes
@@ -386,6 +444,12 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
             check_write(path) if writing else check_read(path)
             if writing:
                 check_read(path)
+        elif event == "os.symlink" and len(args) >= 2:  # the link is written; its target is read from its folder
+            link = _real(args[1]) if not isinstance(args[1], int) else None
+            check_write(args[1])
+            target = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes, os.PathLike)) else None
+            if target is not None and link is not None:
+                check_write(os.path.join(os.path.dirname(os.path.abspath(os.fsdecode(args[1]))), target))
         elif event in _PATH_WRITE_EVENTS:
             for i in _PATH_WRITE_EVENTS[event]:
                 if i < len(args):

@@ -113,6 +113,7 @@ class _Part:
     findings: list[Finding] = field(default_factory=list)
     forbidden: list[tuple[Finding, str, str]] = field(default_factory=list)  # (finding, kind, name)
     names: set[str] = field(default_factory=set)
+    local: set[str] = field(default_factory=set)  # its own names (parameters, locals), which reach nothing global
 
 
 class _Reader(ast.NodeVisitor):
@@ -277,43 +278,45 @@ def findings(cells: list[str | None], exercises: Iterable[GradedFunction]) -> di
 
     ``cells``: the notebook's cells in order, ``None`` for those that are not
     the learner's code (markdown, the locked test cells).
+
+    An exercise's function reaches the global names it uses, and through each
+    name every statement and function that can change what the name holds
+    (:func:`_flow`): an assignment, and also a mutation (``HOOKS.append(f)``,
+    ``TABLE[k] = f``, ``obj.attr = f``), a call that is handed the name
+    (``register(HOOKS)``), a decorator that registers the function it is given,
+    a function whose body does any of these. So a routine hidden in a list,
+    a dict, an object or a closure is found wherever it was put.
+
+    Code the reading cannot follow (nested too deeply for Python's parser, or a
+    statement too large to read) counts as a finding for every exercise graded
+    after its cell: it is no code an exercise needs.
     """
     exercises = list(exercises)
     trees: dict[int, ast.Module] = {}
+    top_level: list[Finding] = []
     for index, source in enumerate(cells):
         if source is not None:
             try:
                 trees[index] = ast.parse(source)
             except SyntaxError:
                 continue  # it fails when it runs, and costs what it defines
-    imports = _aliases(list(trees.values()), _imports(list(trees.values())))
-    definitions: dict[str, list[_Part]] = {}
-    top_level: list[Finding] = []
+            except (RecursionError, MemoryError, ValueError, OverflowError):
+                top_level.append(Finding(index, 0, _UNREADABLE))
+    try:
+        imports = _aliases(list(trees.values()), _imports(list(trees.values())))
+    except (RecursionError, MemoryError):
+        return {ex.name: [Finding(0, 0, _UNREADABLE)] for ex in exercises}
+    parts: list[tuple[_Part, ast.stmt]] = []
     for index, tree in trees.items():
         for stmt in tree.body:
             part = _Part(index)
-            reader = _Reader(part, imports)
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                reader.visit(stmt)
-                definitions.setdefault(stmt.name, []).append(part)
-                # what runs when the definition runs: decorators, default values, base classes
-                if isinstance(stmt, ast.ClassDef):
-                    now = list(stmt.decorator_list) + list(stmt.bases) + [k.value for k in stmt.keywords]
-                else:
-                    now = list(stmt.decorator_list) + list(stmt.args.defaults) + [d for d in stmt.args.kw_defaults if d]
-                if isinstance(stmt, ast.ClassDef):  # a class body runs at once, methods excepted
-                    now += [s for s in stmt.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-                at_once = _Part(index)
-                for expr in now:
-                    _Reader(at_once, imports).visit(expr)
-                top_level += [f for f in at_once.findings if f.everywhere]
-            else:
-                reader.visit(stmt)
-                top_level += [f for f in part.findings if f.everywhere]
-                targets = getattr(stmt, "targets", None) or [getattr(stmt, "target", None)]
-                for target in targets:  # helper = lambda ...: a name an exercise may call
-                    if isinstance(target, ast.Name):
-                        definitions.setdefault(target.id, []).append(part)
+            try:
+                top_level += _read_statement(stmt, part, imports)
+            except (RecursionError, MemoryError):
+                top_level.append(Finding(index, getattr(stmt, "lineno", 0), _UNREADABLE))
+                continue
+            parts.append((part, stmt))
+    definitions = _flow(parts, set(imports))
     out: dict[str, list[Finding]] = {}
     for ex in exercises:
         found = [f for f in top_level if f.cell < ex.test_cell]
@@ -328,10 +331,156 @@ def findings(cells: list[str | None], exercises: Iterable[GradedFunction]) -> di
                 found += [Finding(f.cell, f.line, f"{f.what}, which does the exercise for you")
                           for f, kind, name in part.forbidden
                           if name in (ex.forbidden.names() if kind == "function" else ex.forbidden.methods)]
-                todo += sorted(part.names & set(definitions))
+                todo += sorted((part.names - part.local) & set(definitions))  # the global names it uses
         unique = {(f.cell, f.line, f.what): f for f in found}
         out[ex.name] = sorted(unique.values(), key=lambda f: (f.cell, f.line, f.what))
     return out
+
+
+_UNREADABLE = "has code nested too deeply for the grader to read (a very long expression?)"
+
+
+def _read_statement(stmt: ast.stmt, part: _Part, imports: dict) -> list[Finding]:
+    """Read one top-level statement into ``part``; the findings it has at a cell's top level."""
+    reader = _Reader(part, imports)
+    reader.visit(stmt)
+    if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [f for f in part.findings if f.everywhere]
+    # what runs when the definition runs: decorators, default values, base classes
+    if isinstance(stmt, ast.ClassDef):
+        now = list(stmt.decorator_list) + list(stmt.bases) + [k.value for k in stmt.keywords]
+        now += [s for s in stmt.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    else:
+        now = list(stmt.decorator_list) + list(stmt.args.defaults) + [d for d in stmt.args.kw_defaults if d]
+    at_once = _Part(part.cell)
+    for expr in now:
+        _Reader(at_once, imports).visit(expr)
+    return [f for f in at_once.findings if f.everywhere]
+
+
+def _root_name(node: ast.AST) -> str | None:
+    """The name a target or receiver starts from: ``X`` of ``X``, ``X[0]``, ``X.a.b``, ``*X``."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _targets(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [t for elt in node.elts for t in _targets(elt)]
+    return [node]
+
+
+def _effects(stmt: ast.stmt) -> tuple[set[str], set[str], set[str]]:
+    """What a statement can change, as names: ``(changed, called, local)``.
+
+    ``changed``: every name it assigns, deletes or mutates (the root of a subscript or attribute target, the
+    receiver of a method call, a name handed to a call, which may change it); ``called``: the names it calls (a
+    function or decorator whose own changes are its changes too); ``local``: within a function or class, the
+    names that are its own (parameters, names assigned without ``global``), whose changes stay inside.
+    """
+    changed, called, local, declared = set(), set(), set(), set()
+    definition = isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+    for node in ast.walk(stmt):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            args = node.args
+            local.update(a.arg for a in args.posonlyargs + args.args + args.kwonlyargs)
+            local.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+            if node is not stmt and not isinstance(node, ast.Lambda):
+                local.add(node.name)
+        elif isinstance(node, ast.ClassDef) and node is not stmt:
+            local.add(node.name)
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = [t for target in node.targets for t in _targets(target)]
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+            targets = [node.target]
+        elif isinstance(node, ast.comprehension):  # a comprehension's variables are its own
+            local.update(n.id for t in _targets(node.target) for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            targets = _targets(node.target)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [t for item in node.items if item.optional_vars is not None for t in _targets(item.optional_vars)]
+        elif isinstance(node, ast.Delete):
+            targets = list(node.targets)
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name):
+                called.add(node.func.id)
+            elif isinstance(node.func, ast.Attribute):  # X.append(f), X.a.update(...): X may change
+                root = _root_name(node.func.value)
+                if root:
+                    changed.add(root)
+            for arg in list(node.args) + [k.value for k in node.keywords]:  # f(X): f may change X
+                root = _root_name(arg)
+                if root:
+                    changed.add(root)
+        for target in targets:
+            root = _root_name(target)
+            if root:
+                changed.add(root)
+                if definition and isinstance(target, ast.Name):
+                    local.add(root)
+        if definition and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            called.update(n for d in node.decorator_list for n in [_root_name(d.func if isinstance(d, ast.Call)
+                                                                                else d)] if n)
+    local -= declared
+    if definition:
+        changed -= local
+    else:  # at a cell's top level only a comprehension's or a lambda's own names are local
+        changed -= {n for n in local if n not in _assigned_names(stmt)}
+    return changed, called, local
+
+
+def _assigned_names(stmt: ast.stmt) -> set[str]:
+    """The plain names a top-level statement itself binds (not inside a comprehension or lambda)."""
+    names = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With,
+                             ast.AsyncWith, ast.NamedExpr, ast.Delete)):
+            for field in ("targets", "target"):
+                for target in (getattr(node, field, None) or []) if field == "targets" else \
+                        [getattr(node, field, None)]:
+                    if target is not None:
+                        names.update(t.id for t in _targets(target) if isinstance(t, ast.Name))
+    return names
+
+
+def _flow(parts: list[tuple[_Part, ast.stmt]], modules: set[str]) -> dict[str, list[_Part]]:
+    """Every global name, and the parts that can change what it holds (its definitions, in the widest sense):
+    the statements and functions of :func:`_effects`, and those that call a function that changes it.
+
+    ``modules``: the names imports bind (``torch``, ``F``...): calling a module's function does not change what
+    the name holds (an assignment to a module's attribute is a finding of its own)."""
+    by_name: dict[str, list[tuple[_Part, ast.stmt]]] = {}
+    effects: dict[int, tuple[set[str], set[str]]] = {}
+    for part, stmt in parts:
+        changed, called, part.local = _effects(stmt)
+        changed -= modules
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            by_name.setdefault(stmt.name, []).append((part, stmt))
+        effects[id(part)] = (changed, called)
+    # a function's changes include those of the functions it calls (a fixed point: calls may go round)
+    total = {key: set(changed) for key, (changed, _) in effects.items()}
+    grew = True
+    while grew:
+        grew = False
+        for key, (_, called) in effects.items():
+            for name in called:
+                for callee, _ in by_name.get(name, []):
+                    extra = total[id(callee)] - total[key]
+                    if extra:
+                        total[key] |= extra
+                        grew = True
+    definitions: dict[str, list[_Part]] = {}
+    for part, stmt in parts:
+        names = set(total[id(part)])
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        for name in sorted(names):
+            definitions.setdefault(name, []).append(part)
+    return definitions
 
 
 def message(exercise: str, found: list[Finding]) -> str:

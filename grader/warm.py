@@ -5,42 +5,25 @@ starts a fresh Python, which imports torch (1.3-3 s of CPU on a 2-core
 machine), ipykernel and the grader's kernel side, for every notebook. Here one
 **warm process** does those imports once (for a whole ``make grade`` run,
 shared by its nbgrader processes through :data:`SHARED`; else one per
-nbgrader process), inside one
-bubblewrap with the same view of the machine as every kernel's (a read-only
-system, no network, the course and the grader's checkout out of view), except
-that the submissions' folder (``autograded/``) and a folder of connection
-folders are mounted read-write. Each kernel is then a fork of it that encloses
-itself further before any learner code runs (:func:`enclose`):
-
-- its own **user, mount and PID namespaces**: it is process 1 of its PID
-  namespace, so every process it starts ends with it, and it can neither see
-  nor signal the warm process or the kernels after it;
-- a **fresh** ``/tmp`` (what an earlier learner's kernel left there is gone),
-  ``/dev`` read-only, and ``autograded/`` and the connection folders emptied
-  but for its own submission's folder and its own connection folder;
-- **no capabilities** (bounding set, permitted, effective and ambient sets
-  emptied, ``no_new_privs``), so it cannot undo those mounts; the warm process
-  is not dumpable, so no kernel can read its memory or trace it.
-
-Then it is the ordinary grading kernel: the same ipykernel, the same Python
-fence (:func:`grader.sandbox.install_from_env` with its own notebook's
-settings), the same judge. What a learner's code can reach is what a kernel
-started afresh behind its own bubblewrap could, and less (no capabilities).
+nbgrader process), inside one bubblewrap with the OS fence's view of the
+machine (:func:`grader.sandbox.bwrap_arguments`), where the submissions'
+scratch folders and the kernels' connection folders are writable. Each kernel
+is a fork of it, enclosed before any learner code runs
+(:mod:`grader.enclosure`: a user of its own, its own namespaces, ``/proc``,
+``/tmp`` and shared memory, its limits, no capabilities).
 
 The pieces:
 
-- **the launcher** (``python -S -m grader.warm launch SOCKET -- COLD...``, the
-  kernel command :class:`grader.kernel.FencedKernelManager` gives
-  jupyter_client): hands the warm process the kernel's arguments, environment,
-  folder and standard streams; passes on every signal it gets; exits with the
-  kernel's status. Where no warm process answers, or it refuses, it becomes the
-  cold command: the kernel started afresh behind its own bubblewrap, as before;
-- **the warm process** (``serve``), which forks one handler per request and
-  never reads a request itself, so nothing of one learner's grading is in its
-  memory when it forks the next; a shared one runs under a **keeper** (``keep``)
-  that ends it when the run that made the shared folder ends;
-- **the handler**: unshares the namespaces, forks the kernel as their process
-  1, waits for its enclosure to report, and relays signals and the exit status.
+- **the launcher** (``python -S -m grader.warm launch SPEC -- ipykernel_launcher ARGS``, the kernel command
+  :class:`grader.kernel.FencedKernelManager` gives jupyter_client): hands the warm process the kernel's
+  arguments, environment, folder and standard streams; passes on every signal it gets; exits with the kernel's
+  status, and writes how it ended (a limit it reached) where only the grader reads it. Where no warm process
+  answers, or it refuses, it starts one just for this kernel (the same enclosure, without the imports done
+  ahead): a kernel **started cold**;
+- **the warm process** (``serve``), which forks one handler per request and never reads a request itself, so
+  nothing of one learner's grading is in its memory when it forks the next; a shared one runs under a
+  **keeper** (``keep``) that ends it when the run that made the shared folder ends;
+- **the handler**: makes the kernel (:func:`grader.enclosure.start`), relays signals to it and reports its end.
 
 ``GRADER_WARM_KERNELS=off`` starts every grading kernel cold.
 """
@@ -48,7 +31,6 @@ The pieces:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import select
@@ -56,34 +38,30 @@ import signal
 import socket
 import sys
 
-#: the switch: "off" starts every grading kernel afresh behind its own bubblewrap
+#: the switch: "off" starts every grading kernel cold
 SWITCH = "GRADER_WARM_KERNELS"
-#: imported once by the warm process: what every grading kernel imports (grader.sandbox.KERNEL_MODULES too)
+#: imported once by the warm process: what every grading kernel imports (the plan's kernel modules too)
 #: (ipykernel.debugger brings debugpy, which a kernel imports as it starts: 0.16 s of each kernel's 0.28 s start)
 PRELOAD = ("numpy", "torch", "ipykernel.kernelapp", "ipykernel.ipkernel", "IPython.core.completer", "grader.sandbox",
            "ipykernel.debugger", "IPython.extensions", "tornado.gen", "tornado.locks", "tornado.queues")
 #: variables fixed as a library loads: a request that differs in one is started cold
 LOAD_TIME_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY", "PYTHONPATH", "PYTHONHASHSEED",
                        "OMP_WAIT_POLICY")
-#: what bubblewrap sets for a cold kernel (grader.sandbox.bwrap_arguments), set for a warm one too
-KERNEL_ENVIRONMENT = {"TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/ipython", "JPY_PARENT_PID": "0"}
+#: what every grading kernel's environment says, whoever started it
+KERNEL_ENVIRONMENT = {"TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/ipython", "JPY_PARENT_PID": "0", "HOME": "/tmp",
+                      "USER": "grading-kernel", "LOGNAME": "grading-kernel"}
 #: the signals the launcher passes on to the kernel
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-
-_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID = 0x20000, 0x10000000, 0x20000000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_SECUREBITS = 1, 4, 24, 28
-_PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
-#: SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_KEEP_CAPS, each with its lock bit but KEEP_CAPS itself
-_SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20
-_CAPSET = {"x86_64": 126, "aarch64": 91}
-
 
 #: a folder that outlives one nbgrader process (``make grade`` makes one per run, a cluster worker one per worker):
 #: its warm processes serve every nbgrader process given the same folder, and end when its maker stops them
 #: (:func:`stop_shared`) or after :data:`IDLE_EXIT` seconds with no kernel of theirs running
 SHARED = "GRADER_WARM_SHARED"
 IDLE_EXIT = 60.0
+#: in a shared folder: the pid of the process that made it (the keepers end with it), and the run's control groups
+OWNER, GROUP = "owner.pid", "cgroups.json"
+#: the folder of the submissions' scratch copies, in the fence's folder
+WORK = "work"
 
 
 def enabled() -> bool:
@@ -103,9 +81,12 @@ def receive_request(conn: socket.socket, timeout: float = 10) -> tuple[dict, lis
     try:
         while not data.endswith(b"\n"):
             chunk, more, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+            fds += more
             if not chunk:
                 break
-            data, fds = data + chunk, fds + more
+            data += chunk
+            if len(data) > 1 << 24:
+                raise ValueError("the request is over 16 MiB")
         return json.loads(data), fds
     except (OSError, ValueError):
         for fd in fds:
@@ -123,21 +104,43 @@ def _read_line(conn: socket.socket) -> dict | None:
     return json.loads(data)
 
 
-def launch(path: str, cold: list[str]) -> None:
-    """Start the kernel of ``cold`` (``bwrap ... -- python -m ipykernel_launcher ARGS``) warm, else cold."""
+def _ask(conn: socket.socket, request: dict) -> dict | None:
     try:
-        kernel_args = cold[cold.index("ipykernel_launcher") + 1:]
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(path)
-        request = {"args": kernel_args, "env": dict(os.environ), "cwd": os.getcwd()}
         socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
-        answer = _read_line(conn)
+        return _read_line(conn)
     except (OSError, ValueError):
-        answer = None
+        return None
+
+
+def launch(spec_path: str, kernel_args: list[str]) -> None:
+    """Start the kernel with ``kernel_args`` (ipykernel's) warm, else cold; relay signals; end as it ends.
+
+    ``spec_path``: a JSON file the grader wrote for this kernel: the warm process's ``socket`` (or null), the
+    bubblewrap arguments and ``plan`` of a cold start, and where to write how the kernel ``ended``.
+    """
+    with open(spec_path) as f:
+        spec = json.load(f)
+    request = {"args": kernel_args, "env": dict(os.environ), "cwd": os.getcwd()}
+    answer, conn, cold = None, None, None
+    if spec.get("socket"):
+        try:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(spec["socket"])
+            answer = _ask(conn, request)
+        except OSError:
+            answer = None
     if not answer or not answer.get("started"):
-        why = (answer or {}).get("refused", "no warm process answered")
-        print(f"grading kernel: started afresh, not warm: {why}", file=sys.stderr, flush=True)
-        os.execvp(cold[0], cold)  # the kernel starts afresh behind its own bubblewrap
+        why = (answer or {}).get("refused", "no warm process answered" if spec.get("socket") else "warm kernels off")
+        print(f"grading kernel: started cold: {why}", file=sys.stderr, flush=True)
+        if conn is not None:
+            conn.close()
+        conn, cold = _start_cold(spec)
+        answer = _ask(conn, request) if conn is not None else None
+        if not answer or not answer.get("started"):
+            why = (answer or {}).get("refused", "the cold start did not answer")
+            print(f"grading kernel: could not start: {why}", file=sys.stderr, flush=True)
+            _write_end(spec, {"exit": 70, "refused": why})
+            os._exit(70)
 
     def relay(signum, _frame):
         try:
@@ -153,129 +156,87 @@ def launch(path: str, cold: list[str]) -> None:
             break
         except InterruptedError:
             continue
-        except OSError:
+        except (OSError, ValueError):
             ended = None
             break
-    os._exit(ended["exit"] if ended else 1)
+    _write_end(spec, ended or {"exit": 1})
+    if cold is not None:
+        with contextlib.suppress(OSError):
+            cold.kill()
+    os._exit(int(ended["exit"]) if ended else 1)
+
+
+def _write_end(spec: dict, ended: dict) -> None:
+    path = spec.get("ended")
+    if path:
+        with contextlib.suppress(OSError):
+            with open(path, "w") as f:
+                json.dump(ended, f)
+
+
+def _start_cold(spec: dict):
+    """A warm process for this kernel alone, without the imports ahead: the same enclosure, the same view."""
+    import subprocess
+
+    ours, theirs = socket.socketpair()
+    command = [spec["bwrap_executable"], *spec["bwrap"], "--", spec["python"], "-m", "grader.warm", "once",
+               json.dumps(spec["plan"]), str(theirs.fileno())]
+    try:
+        proc = subprocess.Popen(command, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=spec.get("env"))
+    except OSError as exc:
+        print(f"grading kernel: bubblewrap could not start: {exc}", file=sys.stderr, flush=True)
+        return None, None
+    finally:
+        theirs.close()
+    return ours, proc
 
 
 # --------------------------------------------------------------------------
-# The warm process and its handlers (inside the warm process's bubblewrap)
+# The warm process and its handlers (inside the fence's bubblewrap)
 # --------------------------------------------------------------------------
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: s.encode() if s is not None else None)
-    _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount on {target}")
+def refusal(request: dict, plan: dict) -> str | None:
+    """Why this request is not started here (None: it can be)."""
+    env = request.get("env", {})
+    differ = [k for k in LOAD_TIME_VARIABLES if env.get(k) != os.environ.get(k)] if plan.get("preloaded") else []
+    if differ:
+        return f"its environment differs in {', '.join(differ)}, which a library reads as it loads"
+    try:
+        settings = json.loads(env[plan["env_var"]])
+        workdir, exchange = os.path.realpath(settings["workdir"]), os.path.realpath(settings["exchange"])
+    except (KeyError, ValueError, TypeError):
+        return "it carries no grading fence settings"
+    if not _under(workdir, [plan["work_root"]]) or workdir == plan["work_root"]:
+        return f"its folder {workdir} is not a submission's scratch folder under {plan['work_root']}"
+    if not _under(os.path.dirname(exchange), [plan["fence_root"]]) or os.path.dirname(exchange) == plan["fence_root"]:
+        return f"its connection folder is not under {plan['fence_root']}"
+    return None
 
 
 def _under(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def _drop_capabilities() -> None:
-    """Every capability gone for good: bounding set, ambient, permitted, effective, inheritable; no_new_privs."""
-    _check(_libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0), "securebits")
-    for cap in range(64):
-        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # an unknown capability number: EINVAL, nothing to drop
-    _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    number = _CAPSET.get(os.uname().machine)
-    if number is None:
-        raise OSError(f"capset: unknown system call number on {os.uname().machine}")
-    _check(_libc.syscall(number, ctypes.byref(Header(0x20080522, 0)), (Data * 2)()), "capset")
-    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    with open("/proc/self/status") as status:
-        caps = {k: int(v, 16) for k, v in (line.split(":") for line in status if line.startswith("Cap"))}
-    if any(caps.values()):
-        raise OSError(f"capabilities left after dropping them: {caps}")
+#: in a grading kernel's environment: "warm" (forked from a warm process) or "cold" (its imports done afresh)
+STARTED = "GRADER_KERNEL_STARTED"
 
 
-def enclose(plan: dict, own: list[str]) -> None:
-    """In the kernel's fresh namespaces: a fresh /tmp, /dev read-only, the shared folders emptied but for ``own``
-    (the submission's folder and the connection folder), then no capabilities. Raises if any step fails."""
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-    cover = [c for c in sorted(plan["cover"], key=lambda p: p.count("/"))]
-    cover = [c for i, c in enumerate(cover) if not _under(c, cover[:i])]
-    keep = dict.fromkeys(os.path.realpath(p) for p in plan["readable"] if _under(p, cover) and os.path.exists(p))
-    keep = [(p, True) for p in keep if p not in own] + [(p, False) for p in own]  # each folder once
-    handles = {p: os.open(p, os.O_PATH) for p, _ in keep}
-    for folder in cover:
-        _mount("tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755")
-    _mount(None, "/dev", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    for path, readonly in sorted(keep, key=lambda k: k[0].count("/")):
-        source = f"/proc/self/fd/{handles[path]}"
-        if os.path.isdir(source):
-            os.makedirs(path, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            if not os.path.exists(path):
-                open(path, "w").close()
-        _mount(source, path, None, _MS_BIND | _MS_REC)
-        if readonly and not os.statvfs(path).f_flag & os.ST_RDONLY:
-            _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-        os.close(handles[path])
-    for path, readonly in keep:
-        if readonly != bool(os.statvfs(path).f_flag & os.ST_RDONLY):
-            raise OSError(f"{path} is {'writable' if not readonly else 'read-only'} after the enclosure")
-    _drop_capabilities()
-
-
-def refusal(request: dict, plan: dict) -> str | None:
-    """Why this request is not started warm (None: it can be)."""
-    from grader.sandbox import ENV_VAR
-
-    env = request.get("env", {})
-    differ = [k for k in LOAD_TIME_VARIABLES if env.get(k) != os.environ.get(k)]
-    if differ:
-        return f"its environment differs in {', '.join(differ)}, which a library reads as it loads"
-    try:
-        settings = json.loads(env[ENV_VAR])
-        workdir, exchange = os.path.realpath(settings["workdir"]), os.path.realpath(settings["exchange"])
-    except (KeyError, ValueError, TypeError):
-        return "it carries no grading fence settings"
-    if not _under(workdir, [plan["work_root"]]) or workdir == plan["work_root"]:
-        return f"its folder {workdir} is not a submission's folder under {plan['work_root']}"
-    if not _under(os.path.dirname(exchange), [plan["fence_root"]]) or os.path.dirname(exchange) == plan["fence_root"]:
-        return f"its connection folder is not under {plan['fence_root']}"
-    return None
-
-
-def _own_folders(request: dict) -> list[str]:
-    from grader.sandbox import ENV_VAR
-
-    settings = json.loads(request["env"][ENV_VAR])
-    return [os.path.realpath(settings["workdir"]), os.path.dirname(os.path.realpath(settings["exchange"]))]
-
-
-def _become_kernel(request: dict, fds: list[int]) -> int:
+def _become_kernel(request: dict, fds: list[int], how: str) -> int:
     """In the enclosed process 1: the requested ipykernel, with the request's streams, folder and environment."""
+    for target, fd in enumerate(fds):  # first, so that whatever fails below is on the kernel's own stderr
+        os.dup2(fd, target)
+    os.closerange(3, 1 << 16)  # nothing of the warm process's: its socket, the handler's pipes
     import random
     import tempfile
 
     import numpy
     import torch
 
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-    os.closerange(3, 1 << 16)  # nothing of the warm process's: its socket, the handler's pipe
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
     os.environ.update(KERNEL_ENVIRONMENT)
+    os.environ[STARTED] = how
     sys.argv = [sys.executable, *request["args"]]
     numpy.random.seed()
     torch.seed()
@@ -291,9 +252,11 @@ def _become_kernel(request: dict, fds: list[int]) -> int:
 
 
 def _handle(conn: socket.socket, plan: dict) -> int:
-    """A handler (a fork of the warm process): read one request, start its kernel enclosed, relay, report."""
+    """A handler (a fork of the warm process): read one request, make its kernel enclosed, relay, report."""
+    from grader import enclosure
+
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    enclosure.die_with_parent()
     try:
         request, fds = receive_request(conn)
         why = refusal(request, plan) if len(fds) == 3 else "the launcher's streams did not arrive"
@@ -309,77 +272,49 @@ def _handle(conn: socket.socket, plan: dict) -> int:
     if why:
         answer({"refused": why})
         return 0
-    uid, gid = os.getuid(), os.getgid()
-    try:
-        _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID), "unshare")
-        with open("/proc/self/setgroups", "w") as f:
-            f.write("deny")
-        with open("/proc/self/uid_map", "w") as f:
-            f.write(f"0 {uid} 1")
-        with open("/proc/self/gid_map", "w") as f:
-            f.write(f"0 {gid} 1")
-    except OSError as exc:
-        answer({"refused": f"its namespaces could not be made ({exc})"})
-        return 0
-    ready_r, ready_w = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the kernel: process 1 of its own PID namespace
-        code = 70
-        try:
-            os.close(ready_r)
-            conn.close()
-            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            try:
-                enclose(plan, _own_folders(request))
-            except Exception as exc:  # noqa: BLE001 - reported to the launcher, which starts the kernel cold
-                os.write(ready_w, f"the enclosure failed: {exc}".encode()[:4000])
-                os._exit(70)
-            os.write(ready_w, b"ok")
-            os.close(ready_w)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            code = _become_kernel(request, fds)
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    os.close(ready_w)
+    settings = json.loads(request["env"][plan["env_var"]])
+    how = "warm" if plan.get("preloaded") else "cold"
+    started = enclosure.start(settings, plan, lambda: _become_kernel(request, fds, how))
     for fd in fds:
         os.close(fd)
-    report = b""
-    while chunk := os.read(ready_r, 4096):
-        report += chunk
-    os.close(ready_r)
-    if report != b"ok":
-        os.waitpid(pid, 0)
-        answer({"refused": report.decode(errors="replace") or "the kernel's enclosure stopped"})
+    if started.refused:
+        answer({"refused": started.refused})
         return 0
     conn.settimeout(None)
-    answer({"started": True})
+    answer({"started": True, "uid": started.uid})
     buffer = b""
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status = os.waitpid(started.middle, os.WNOHANG)
         if done:
             code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            answer({"exit": code})
+            answer({"exit": code, "over": enclosure.ended(started, plan, code)})
             return 0
-        ready, _, _ = select.select([conn], [], [], 0.1)
+        ready, _, _ = select.select([conn], [], [], 0.05)
         if not ready:
             continue
         chunk = conn.recv(4096)
         if not chunk:  # the launcher is gone: so is its kernel, with every process of its namespace
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(started.pid, signal.SIGKILL)
+            os.waitpid(started.middle, 0)
+            enclosure.ended(started, plan, 137)
             return 0
         buffer += chunk
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             try:
-                os.kill(pid, int(json.loads(line)["signal"]))
+                os.kill(started.pid, int(json.loads(line)["signal"]))
             except (ValueError, KeyError, TypeError, ProcessLookupError):
                 pass
+
+
+def _prepare(plan: dict) -> None:
+    """The warm process's own start: its /proc (so that each kernel may mount one of its own), not dumpable."""
+    from grader import enclosure
+
+    if plan.get("privileged"):
+        enclosure._mount("proc", "/proc", "proc", enclosure._MS_NOSUID | enclosure._MS_NODEV | enclosure._MS_NOEXEC)
+    enclosure.not_dumpable()  # no kernel may read this process's memory or trace it
 
 
 def serve(path: str, plan_path: str) -> None:
@@ -388,6 +323,7 @@ def serve(path: str, plan_path: str) -> None:
 
     with open(plan_path) as f:
         plan = json.load(f)
+    _prepare(plan)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o077)
     try:
@@ -395,11 +331,9 @@ def serve(path: str, plan_path: str) -> None:
     finally:
         os.umask(old)
     listener.listen(64)
-    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # no kernel may read this process's memory or trace it
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped as they end
-    from grader.sandbox import KERNEL_MODULES
-
-    for name in (*PRELOAD, *KERNEL_MODULES):
+    plan = {**plan, "preloaded": True}
+    for name in (*PRELOAD, *plan.get("kernel_modules", ())):
         importlib.import_module(name)
     idle = plan.get("idle_exit")
     listener.settimeout(idle)
@@ -430,6 +364,14 @@ def serve(path: str, plan_path: str) -> None:
         conn.close()
 
 
+def once(plan_json: str, fd: int) -> int:
+    """A cold start: the warm process's handler for the one launcher on ``fd``, without the imports ahead."""
+    plan = json.loads(plan_json)
+    _prepare(plan)
+    conn = socket.socket(fileno=fd)
+    return _handle(conn, plan)
+
+
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie, ended but not yet reaped by its parent, does not)."""
     try:
@@ -449,6 +391,7 @@ def _alive(pid: int) -> bool:
 # The warm processes of this nbgrader process (outside the fence)
 # --------------------------------------------------------------------------
 _root: list[str] = []
+_group: list = []  # this process's own run group, when it made the fence's folder itself
 _running: dict[str, tuple] = {}  # the warm process's bubblewrap and plan, as JSON -> (process, socket)
 
 
@@ -468,19 +411,51 @@ def socket_base() -> str:
     return base
 
 
-def fence_root() -> str:
-    """The folder of kernels' connection folders and warm processes' sockets: the shared one (:data:`SHARED`)
-    when this process was given one, else this process's own, made once."""
-    import atexit
+def _new_folder(prefix: str) -> str:
+    """A folder for the fence (sockets, connection folders, scratch copies): traversable by the kernels' users,
+    listable by no one else."""
     import tempfile
+
+    folder = os.path.realpath(tempfile.mkdtemp(prefix=prefix, dir=socket_base()))
+    os.chmod(folder, 0o711)
+    os.mkdir(os.path.join(folder, WORK), 0o711)
+    return folder
+
+
+def fence_root() -> str:
+    """The folder of kernels' connection folders, scratch folders and warm processes' sockets: the shared one
+    (:data:`SHARED`) when this process was given one, else this process's own, made once."""
+    import atexit
 
     shared = os.environ.get(SHARED, "").strip()
     if shared:
         return os.path.realpath(shared)
     if not _root:
-        _root.append(os.path.realpath(tempfile.mkdtemp(prefix="grader-warm-", dir=socket_base())))
+        _root.append(_new_folder("grader-warm-"))
         atexit.register(stop_all)
     return _root[0]
+
+
+def work_root() -> str:
+    """The folder of the submissions' scratch copies (each kernel sees its own alone)."""
+    return os.path.join(fence_root(), WORK)
+
+
+def run_group() -> dict | None:
+    """The control groups of this grading run, as a plan (None: none): the shared folder's, else this process's."""
+    from grader import cgroups
+
+    shared = os.environ.get(SHARED, "").strip()
+    if shared:
+        try:
+            with open(os.path.join(shared, GROUP)) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+    if not _group:
+        fence_root()
+        _group.append(cgroups.make_run_group())
+    return _group[0].as_plan() if _group[0] else None
 
 
 def warm_socket(bwrap_args: list[str], plan: dict, env: dict[str, str], wait: float = 30.0) -> str | None:
@@ -555,6 +530,8 @@ def _read_pid(pid_path: str, deadline: float) -> int | None:
 def stop_all() -> None:
     import shutil
 
+    from grader import cgroups
+
     for proc, _path in _running.values():
         if proc.poll() is None:
             try:
@@ -563,12 +540,10 @@ def stop_all() -> None:
                 pass
             proc.wait()
     _running.clear()
+    if _group:
+        cgroups.remove_run_group(_group.pop())
     if _root:
         shutil.rmtree(_root.pop(), ignore_errors=True)
-
-
-#: the pid of the process that made a shared folder, in that folder: the keepers end with it
-OWNER = "owner.pid"
 
 
 def keep(owner_file: str, command: list[str]) -> int:
@@ -590,12 +565,16 @@ def keep(owner_file: str, command: list[str]) -> int:
 @contextlib.contextmanager
 def shared_warm_processes(prefix: str = "grader-warm-"):
     """A :data:`SHARED` folder for the nbgrader processes started inside the block (in their environment, the
-    variable of this process): they share its warm processes, which end with the block, kernels and all."""
-    import tempfile
+    variable of this process): they share its warm processes and its control groups, which end with the block,
+    kernels and all."""
+    from grader import cgroups
 
-    folder = os.path.realpath(tempfile.mkdtemp(prefix=prefix, dir=socket_base()))
+    folder = _new_folder(prefix)
     with open(os.path.join(folder, OWNER), "w") as f:
         f.write(f"{os.getpid()}\n")
+    group = cgroups.make_run_group()
+    with open(os.path.join(folder, GROUP), "w") as f:
+        json.dump(group.as_plan() if group else None, f)
     before = os.environ.get(SHARED)
     os.environ[SHARED] = folder
     try:
@@ -609,10 +588,13 @@ def shared_warm_processes(prefix: str = "grader-warm-"):
 
 
 def stop_shared(folder: str) -> None:
-    """End the warm processes of a :data:`SHARED` folder (each with its bubblewrap and kernels) and remove it."""
+    """End the warm processes of a :data:`SHARED` folder (each with its bubblewrap and kernels), remove the run's
+    control groups and the folder."""
     import glob
     import shutil
     import time
+
+    from grader import cgroups
 
     pids = [pid for pid in (_read_pid(p, 0) for p in glob.glob(os.path.join(folder, "warm-*.pid"))) if pid]
     for pid in pids:
@@ -621,17 +603,24 @@ def stop_shared(folder: str) -> None:
     deadline = time.monotonic() + 10
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.02)
+    try:
+        with open(os.path.join(folder, GROUP)) as f:
+            cgroups.remove_run_group(cgroups.RunGroup.from_plan(json.load(f)))
+    except (OSError, ValueError):
+        pass
     shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         serve(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["once"]:
+        sys.exit(once(sys.argv[2], int(sys.argv[3])))
     elif sys.argv[1:2] == ["keep"] and "--" in sys.argv:
         sys.exit(keep(sys.argv[2], sys.argv[sys.argv.index("--") + 1:]))
     elif sys.argv[1:2] == ["launch"] and "--" in sys.argv:
         cut = sys.argv.index("--")
         launch(sys.argv[2], sys.argv[cut + 1:])
     else:
-        sys.exit("usage: python -m grader.warm serve SOCKET PLAN | launch SOCKET -- COLD COMMAND "
+        sys.exit("usage: python -m grader.warm serve SOCKET PLAN | once PLAN FD | launch SPEC -- KERNEL ARGS "
                  "| keep OWNER -- COMMAND")

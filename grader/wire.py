@@ -32,12 +32,13 @@ import copyreg
 import importlib
 import numbers
 import os
-import pickle
 from collections import OrderedDict
 from typing import Any, Iterable
 
 import torch
 from torch import Tensor
+
+from .failures import learner_text
 
 
 def generator_from_state(device: str, state: Tensor) -> torch.Generator:
@@ -128,7 +129,7 @@ def as_data(value: Any, depth: int = 0) -> Any:
         return tuple(value)
     if type(value) in (dict, OrderedDict):
         return {as_data(k, depth + 1): as_data(v, depth + 1) for k, v in value.items()}
-    return {OPAQUE: type(value).__name__}
+    return {OPAQUE: learner_text(type(value).__name__, 60)}
 
 
 def state_after(value: Any) -> Any:
@@ -160,7 +161,7 @@ class Opaque:
 def restore(value: Any) -> Any:
     """The learner's result as the judge compares it: :data:`OPAQUE` markers become :class:`Opaque` objects."""
     if isinstance(value, dict) and set(value) == {OPAQUE}:
-        return type(str(value[OPAQUE]), (Opaque,), {})()
+        return type(learner_text(value[OPAQUE], 60), (Opaque,), {})()
     if type(value) in (list, tuple):
         return type(value)(restore(v) for v in value)
     if type(value) is dict:
@@ -211,8 +212,55 @@ def read_reply(path: str) -> dict:
         return {"failure": f"your function's result is {size / 2**20:.0f} MiB, over the grader's limit"}
     try:
         reply = torch.load(path, weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the kernel wrote: the learner's failure, not the judge's
         return {"failure": f"the grader could not read your function's result as data ({type(exc).__name__})"}
     if not isinstance(reply, dict):
         return {"failure": "the grader could not read your function's result as data"}
+    why = over_budget(reply)
+    if why:
+        return {"failure": f"the grader did not read your function's result: {why}"}
     return reply
+
+
+#: what one reply may hold, counted as a tree (an object shared by two containers counts twice, as the judge reads
+#: it twice): its nodes, its depth, and its tensors' elements (a view counts its elements, not its storage's)
+MAX_NODES = 200_000
+MAX_DEPTH = 48
+MAX_ELEMENTS = 1 << 26
+#: the tensors a reply may hold: plain, strided, in memory, of a dtype the judge computes with
+_DTYPES = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+           torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool}
+
+
+def over_budget(reply: Any) -> str | None:
+    """Why the judge will not read ``reply`` (None: it will): too many nodes, too deep, too many elements, or a
+    tensor that is not plain data in memory (a subclass, a sparse or meta tensor, an unusual dtype)."""
+    nodes = elements = 0
+    stack = [(reply, 0)]
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            return f"it holds over {MAX_NODES:,} values"
+        if depth > MAX_DEPTH:
+            return f"it is nested over {MAX_DEPTH} levels deep"
+        if isinstance(value, Tensor):
+            if type(value) is not Tensor and type(value) is not torch.nn.Parameter:
+                return f"it holds a tensor of another class ({learner_text(type(value).__name__, 60)})"
+            if value.layout != torch.strided or value.device.type != "cpu" or value.is_meta:
+                return f"it holds a {value.layout} tensor on {value.device}, not a plain tensor in memory"
+            if value.dtype not in _DTYPES:
+                return f"it holds a tensor of dtype {value.dtype}"
+            elements += value.numel()
+            if elements > MAX_ELEMENTS:
+                return f"its tensors hold over {MAX_ELEMENTS:,} numbers"
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, dict):
+            stack.extend((k, depth + 1) for k in value)
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, str) and len(value) > 1 << 20:
+            return "it holds a string over a million characters long"
+        elif isinstance(value, bytes) and len(value) > 1 << 20:
+            return "it holds bytes over a megabyte long"
+    return None

@@ -66,8 +66,9 @@ import nbformat
 
 from grader import warm
 from grader.autograde import grading_secret_file
+from grader.failures import printable
 from grader.late import DeadlineError, Deadlines, read_deadlines
-from grader.nbgrader_processes import THREAD_VARIABLES, NbgraderProcesses
+from grader.nbgrader_processes import THREAD_VARIABLES, NbgraderProcess, NbgraderProcesses
 from grader.secret import GradingSecretError, read_or_create
 from tools.gradebook import gradebook_url, score_after_penalty
 
@@ -162,6 +163,33 @@ def expected_notebooks(root: Path, assignment: str) -> list[str]:
     return sorted(p.name for p in (root / "solutions" / assignment).glob("*.ipynb"))
 
 
+def not_plain_files(folder: Path) -> list[str]:
+    """What in a learner's folder is not a plain file or folder, never followed: a symbolic link (to a classmate's
+    notebook, the grading secret...), a hard link (a file with other names), a device, a pipe, a socket."""
+    import stat
+
+    found = []
+    for entry in [folder, *sorted(_walk_no_follow(folder))]:
+        st = entry.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            found.append(f"{entry.relative_to(folder.parent)} is a symbolic link")
+        elif stat.S_ISREG(st.st_mode):
+            if st.st_nlink > 1:
+                found.append(f"{entry.relative_to(folder.parent)} is a hard link (a file with other names)")
+        elif not stat.S_ISDIR(st.st_mode):
+            found.append(f"{entry.relative_to(folder.parent)} is not a plain file (a device, pipe or socket)")
+    return found
+
+
+def _walk_no_follow(folder: Path):
+    if folder.is_symlink() or not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        yield entry
+        if entry.is_dir() and not entry.is_symlink():
+            yield from _walk_no_follow(entry)
+
+
 def check_submission(root: Path, student: str, assignment: str, notebooks: list[Path]) -> list[Problem]:
     """Why a student's submission of one assignment cannot be graded (empty if it can)."""
     folder = (root / "submitted" / student / assignment).relative_to(root)
@@ -169,6 +197,11 @@ def check_submission(root: Path, student: str, assignment: str, notebooks: list[
     if not STUDENT_ID.match(student):
         return [Problem(student, assignment, folder, "the student id must be letters, digits, '_', '.', '@' or '-' "
                         "(nbgrader cannot grade this folder name)")]
+    unsafe = not_plain_files(root / "submitted" / student) if (root / "submitted" / student).is_symlink() else \
+        not_plain_files(root / folder)
+    if unsafe:
+        return [Problem(student, assignment, folder, f"{'; '.join(unsafe)}: a submission is plain files, nothing "
+                        "is followed, so it was not graded (and anything graded before is kept)")]
     if not notebooks:
         return [Problem(student, assignment, folder, f"no notebook in the submission (expected {', '.join(expected)})")]
     problems = []
@@ -434,13 +467,18 @@ def autograde_arguments(root: Path, assignment: str, students: list[str], everyo
 def autograde(root: Path, assignment: str, students: list[str], everyone: list[str],
               timeout: int | None, threads: int | None = None,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Autograde some students' submissions with one ``nbgrader autograde`` command (:func:`autograde_arguments`).
-    ``env``: as for :func:`sync_gradebook`."""
-    cmd = [nbgrader_executable(), *autograde_arguments(root, assignment, students, everyone, timeout)]
-    environ = _env(threads, base=env)
-    res = subprocess.run(cmd, cwd=root, env=environ, capture_output=True, text=True)
-    if locked(res):  # SQLite and a parallel grader
-        res = subprocess.run(cmd, cwd=root, env=environ, capture_output=True, text=True)
+    """Autograde some students' submissions as one ``nbgrader autograde`` command would
+    (:func:`autograde_arguments`), in an nbgrader process of its own (:mod:`grader.nbgrader_processes`), which
+    reports the learners it could not grade (``.failed``). ``env``: the process's environment (default: this
+    one's)."""
+    argv = autograde_arguments(root, assignment, students, everyone, timeout)
+    process = NbgraderProcess(root, dict(_env(threads, base=env), COURSE_GRADING_OWN_THREADS=""))
+    try:
+        res = process.run(argv, {})
+        if locked(res):  # SQLite and a parallel grader
+            res = process.run(argv, {})
+    finally:
+        process.close()
     return res
 
 
@@ -495,7 +533,7 @@ class LocalGrading:
                 failed += [(s, "nbgrader could not grade it (see its log above)")
                            for s in failed_students(res, assignment, batch)]
                 if res.returncode != 0:
-                    print(res.stdout + res.stderr, file=sys.stderr)
+                    print(printable(res.stdout + res.stderr), file=sys.stderr)
         return failed
 
 
@@ -525,11 +563,12 @@ def apply_late_policy(root: Path, assignment: str, students: list[str], deadline
 
 
 def failed_students(res: subprocess.CompletedProcess, assignment: str, students: list[str]) -> list[str]:
+    """The learners of a batch nbgrader could not grade, as its process reported them (``res.failed``, never read
+    from its log's text); every learner of the batch when the process died or named none."""
     if res.returncode == 0:
         return []
-    named = set(re.findall(rf"error processing assignment '{re.escape(assignment)}' for student '([^']+)'",
-                           res.stdout + res.stderr))
-    return sorted(named) if named else list(students)
+    named = {student for a, student in (getattr(res, "failed", None) or []) if a == assignment}
+    return sorted(named & set(students)) if named else list(students)
 
 
 def needs_grading(root: Path, assignment: str, student: str) -> bool:

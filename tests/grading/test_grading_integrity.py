@@ -111,7 +111,7 @@ def _cheats(course: Path, port: int = 0) -> dict[str, dict[str, str]]:
             "def causal_mask(n):\n    hog = torch.ones(2 ** 31, dtype=torch.float64)\n"
             "    return torch.ones(n, n, dtype=torch.bool).tril()\n")},
         "writes_outside": {"causal_mask": (
-            "open('../../../OWNED.txt', 'w').write('x')\n"
+            f"open({str(course / 'OWNED.txt')!r}, 'w').write('x')\n"
             "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n")},
         "reads_hidden_tests": {"causal_mask": (
             f"leak = open({str(hidden_file)!r}).read()\nprint(leak[leak.find('BEGIN HIDDEN'):][:2000])\n"

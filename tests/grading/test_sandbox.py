@@ -112,10 +112,11 @@ def test_the_integrity_check_answers_and_sees_a_patch(results):
 # --- the kernel's Python environment, wherever it lives -------------------------------------------
 
 KERNEL_START = textwrap.dedent('''
-    import json, shutil, subprocess, sys
-    from grader import sandbox
+    import json, shutil, subprocess, sys, tempfile
+    from grader import sandbox, warm
     from grader.autograde import GuardedExecute
-    course, work = sys.argv[1], sys.argv[2]
+    course = sys.argv[1]
+    work = tempfile.mkdtemp(dir=warm.work_root())  # the submission's scratch copy, where grading puts it
     kernel = "\\n".join([
         "import torch, grader.runner",
         "print('started')",
@@ -153,9 +154,8 @@ def test_the_kernel_starts_in_an_environment_the_fence_would_hide_and_its_refere
     (packages / "course_lib" / "__init__.py").write_text("")
     (packages / "course_lib" / "attention.py").write_text("def attention_scores(q, k):\n    return q @ k.mT\n")
     course = tmp_path / "course"
-    work = course / "autograded" / "alice" / "02-attention"
-    work.mkdir(parents=True)
-    res = subprocess.run([str(env / "bin" / "python"), "-c", KERNEL_START, str(course), str(work)],
+    course.mkdir()
+    res = subprocess.run([str(env / "bin" / "python"), "-c", KERNEL_START, str(course)],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout.strip().splitlines()[-1])

@@ -34,9 +34,11 @@ LEARNERS = ("a_sets_traps", "b_honest", "c_finds_traps")
 LOOK = (
     "import json, os\n"
     "_status = {l.split(':')[0]: l.split(':')[1].split() for l in open('/proc/self/status') if ':' in l}\n"
-    f"_others = [n for n in {LEARNERS!r} if os.path.exists(os.path.join('..', '..', n))]\n"
-    "print('VIEW ' + json.dumps({'classmates': _others, 'tmp': sorted(os.listdir('/tmp')),\n"
-    "      'caps': _status['CapEff'][0], 'bounding': _status['CapBnd'][0], 'nspid': _status['NSpid']}))\n"
+    "print('VIEW ' + json.dumps({'beside': sorted(os.listdir('..')), 'mine': os.path.basename(os.getcwd()),\n"
+    "      'tmp': sorted(os.listdir('/tmp')), 'caps': _status['CapEff'][0], 'bounding': _status['CapBnd'][0],\n"
+    "      'nspid': _status['NSpid'], 'uid_map': open('/proc/self/uid_map').read().split(),\n"
+    "      'started': os.environ.get('GRADER_KERNEL_STARTED'),\n"
+    "      'procs': sorted(p for p in os.listdir('/proc') if p.isdigit())}))\n"
 )
 SETS_TRAPS = "open('/tmp/trap.txt', 'w').write('left by a_sets_traps')\n" + LOOK + MASK
 
@@ -82,13 +84,21 @@ def warm(tmp_path_factory):
 
 
 def test_every_kernel_sees_its_own_submission_alone_and_holds_no_capability(warm):
+    """Forked warm, each kernel is process 1 of its own PID namespace, sees its own processes alone, no other
+    submission's scratch folder beside its own, holds no capability and (grading as root) runs as a user of its
+    own, which no account holds."""
+    from grader.enclosure import KERNEL_UID_BASE
+
     course, res = warm
     assert _scores(course) == {"a_sets_traps": 10, "b_honest": 10, "c_finds_traps": 10}, res.stdout + res.stderr
     for student in ("a_sets_traps", "c_finds_traps"):
         view = _view(course, student)
-        assert view["classmates"] == [student], view
+        assert view["beside"] == [view["mine"]], view
         assert int(view["caps"], 16) == 0 and int(view["bounding"], 16) == 0, view
-        assert view["nspid"][-1] == "1", f"not forked warm (process 1 of its own namespace): {view}"
+        assert view["nspid"][-1] == "1" and view["started"] == "warm", f"not forked warm: {view}"
+        assert view["procs"] == ["1"], f"the kernel sees processes not its own: {view}"
+        if os.geteuid() == 0:
+            assert view["uid_map"][:2] == ["0", view["uid_map"][1]] and int(view["uid_map"][1]) >= KERNEL_UID_BASE
 
 
 def test_nothing_an_earlier_kernel_left_reaches_a_later_one(warm):
@@ -103,7 +113,7 @@ def test_a_kernel_started_cold_grades_alike(tmp_path):
     res = _grade(tmp_path, GRADER_WARM_KERNELS="off")
     assert _scores(tmp_path) == {"c_finds_traps": 10}, res.stdout + res.stderr
     view = _view(tmp_path, "c_finds_traps")
-    assert view["nspid"][-1] != "1" and view["classmates"] == ["c_finds_traps"], view
+    assert view["started"] == "cold" and view["beside"] == [view["mine"]] and view["procs"] == ["1"], view
 
 
 def test_the_nbgrader_processes_of_one_run_share_one_warm_process(tmp_path):
@@ -130,7 +140,7 @@ def test_the_nbgrader_processes_of_one_run_share_one_warm_process(tmp_path):
     assert _scores(tmp_path) == {s: 10 for s in everyone}, [r.stdout[-2000:] + r.stderr[-2000:] for r in results]
     for student in everyone:
         view = _view(tmp_path, student)
-        assert view["nspid"][-1] == "1" and view["classmates"] == [student], view
+        assert view["started"] == "warm" and view["beside"] == [view["mine"]], view
 
 
 def test_one_nbgrader_process_grades_request_after_request_and_one_that_dies_is_replaced(tmp_path):
