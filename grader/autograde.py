@@ -36,7 +36,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Enum, Integer, List, Unicode
 
-from .enclosure import KernelLimits
+from .enclosure import KernelLimits, left_behind
 from .failures import MESSAGE, printable
 from .kernel import FencedKernelManager, KernelGone, TooSlow, fenced_manager, run_quietly
 from .notebook import (
@@ -154,9 +154,10 @@ class GuardedExecute(Execute):
         scratch = tempfile.mkdtemp(prefix="submission-", dir=base)
         private = tempfile.mkdtemp(prefix="grader-private-")
         metadata = resources.setdefault("metadata", {})
+        self._notes: list[str] = []
         try:
             for name, why in scratch_copy(workdir, scratch):
-                self.log.warning("%s's submission: %s %s: not given to the kernel", self._student, name, why)
+                self._note(f"its submission's {printable(name)} {why}: not given to the kernel")
             metadata["path"] = scratch  # the kernel's folder
             with fenced(scratch, self.course_root or os.getcwd(), public_dirs=list(self.public_dirs),
                         closed_dirs=list(self.closed_dirs), memory_mb=self.memory_mb, os_fence=self.os_fence,
@@ -176,11 +177,20 @@ class GuardedExecute(Execute):
                 return super().preprocess(nb, resources, km=km)
         finally:
             metadata["path"] = workdir
-            for name, why in left_behind(scratch):
-                self.log.warning("%s's kernel left %s (%s) in its folder: removed, never read", self._student,
-                                 printable(name), why)
+            left = left_behind(scratch) + [pair for end in _kernel_ends(private) for pair in end.get("left", [])]
+            for name, kind in left:
+                self._note(f"its kernel left {kind} in its folder, {printable(str(name))!r}: removed, never followed")
             shutil.rmtree(scratch, ignore_errors=True)
             shutil.rmtree(private, ignore_errors=True)
+            notebook = resources.get("nbgrader", {}).get("notebook")
+            if notebook:
+                write_notes(workdir, notebook, self._notes)
+
+    def _note(self, text: str) -> None:
+        """What the instructor should know of this submission's grading: the grader's log, and make grade's notes
+        (:func:`read_notes`)."""
+        self.log.warning("%s: %s", self._student, text)
+        self._notes.append(text)
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -228,6 +238,8 @@ class GuardedExecute(Execute):
         why = self._why_the_kernel_died()
         self.log.error("the kernel died in cell %d (%s)%s; restarting it", cell_index, grade_id(cell),
                        f": it {why}" if why else "")
+        if why:
+            self._note(f"the kernel {why}, in cell {grade_id(cell) or cell_index}")
         tail = getattr(getattr(self.km, "output", None), "text", lambda: "")()
         if tail.strip():
             self.log.info("the kernel's own output, last lines:\n%s", tail[-2000:])
@@ -359,6 +371,58 @@ class GuardedExecute(Execute):
             await self.async_wait_for_reply(msg_id, earlier)
 
 
+def _kernel_ends(private: str) -> list[dict]:
+    """How each kernel of a notebook ended, as its launcher wrote it in the grader's own folder."""
+    import glob
+    import json
+
+    ends = []
+    for path in sorted(glob.glob(os.path.join(private, "*-ended.json"))):
+        try:
+            with open(path) as f:
+                found = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, dict):
+            ends.append(found)
+    return ends
+
+
+#: beside each graded notebook, what grading noted of it (written by the grader, read by make grade)
+NOTES_SUFFIX = ".grading-notes.json"
+
+
+def write_notes(folder: str, notebook: str, notes: list[str]) -> None:
+    """The notes of one graded notebook, replacing whatever stood in their place (a link is never followed)."""
+    import json
+
+    path = os.path.join(folder, notebook + NOTES_SUFFIX)
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"notes": notes}, f)
+
+
+def read_notes(folder: str, notebook: str) -> list[str]:
+    """The notes :func:`write_notes` wrote for a notebook ([] if none or unreadable); a link is never followed."""
+    import json
+    import stat
+
+    try:
+        fd = os.open(os.path.join(folder, notebook + NOTES_SUFFIX), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    with os.fdopen(fd) as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return []
+        try:
+            notes = json.loads(f.read(1 << 20)).get("notes", [])
+        except (ValueError, AttributeError):
+            return []
+    return [printable(str(n))[:500] for n in notes if isinstance(n, str)]
+
+
 #: the line that keeps a learner's function for its hidden test (grader.runner.capture)
 CAPTURE = "import grader.runner as _grader_runner; _grader_runner.capture({name!r})"
 
@@ -399,27 +463,6 @@ def scratch_copy(source: str, scratch: str) -> list[tuple[str, str]]:
     finally:
         os.close(top)
     return skipped
-
-
-def left_behind(folder: str) -> list[tuple[str, str]]:
-    """What in a kernel's scratch folder is not a plain file or folder: links, devices, pipes, sockets, hard links
-    (named for the grader's log; the folder is removed whole, nothing in it read)."""
-    found = []
-    if not os.path.isdir(folder):
-        return found
-    for parent, dirs, files, fd in os.fwalk(folder, follow_symlinks=False):
-        for name in dirs + files:
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                continue
-            kind = _kind(st.st_mode)
-            where = os.path.relpath(os.path.join(parent, name), folder)
-            if kind not in ("file", "folder"):
-                found.append((where, kind))
-            elif kind == "file" and st.st_nlink > 1:
-                found.append((where, "a hard link"))
-    return found
 
 
 def _kind(mode: int) -> str:

@@ -178,6 +178,8 @@ def set_limits(limits: KernelLimits) -> None:
         cap(resource.RLIMIT_NPROC, int(limits.tasks))
     if limits.cpu_seconds:
         resource.setrlimit(resource.RLIMIT_CPU, (int(limits.cpu_seconds), int(limits.cpu_seconds) + 5))
+    if limits.tmp_mb:  # no file larger than the kernel's /tmp may hold (its connection folder is on the disk)
+        cap(resource.RLIMIT_FSIZE, int(limits.tmp_mb) * 1024 * 1024)
 
 
 def own_tree(paths: list[str], uid: int) -> None:
@@ -202,14 +204,17 @@ def _under(path: str, roots: list[str]) -> bool:
 
 
 def enclose(plan: dict, own: list[str], limits: KernelLimits) -> None:
-    """A fresh /proc, /tmp and /dev/shm, /dev read-only, the shared folders emptied but for ``own`` (the
-    submission's scratch folder and the connection folder). Raises if any step fails."""
+    """A fresh /proc, /tmp and /dev/shm, /dev read-only, the shared folders emptied but for ``own``: the
+    submission's scratch folder (``own[0]``), which becomes a copy in memory, and the connection folder. Raises
+    if any step fails."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     cover = [c for c in sorted(plan["cover"], key=lambda p: p.count("/")) if os.path.isdir(c)]
     cover = [c for i, c in enumerate(cover) if not _under(c, cover[:i])]
+    scratch, own = own[0], own[1:]
     keep = dict.fromkeys(os.path.realpath(p) for p in plan["readable"] if _under(p, cover) and os.path.exists(p))
-    keep = [(p, True) for p in keep if p not in own] + [(p, False) for p in own]  # each folder once
+    keep = [(p, True) for p in keep if p not in own and p != scratch] + [(p, False) for p in own]  # each once
     handles = {p: os.open(p, os.O_PATH) for p, _ in keep}
+    submission = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     tmp = f",size={int(limits.tmp_mb)}m" if limits.tmp_mb else ""
     for folder in cover:
         mode = "1777" if folder == "/tmp" else "0755"
@@ -232,6 +237,12 @@ def enclose(plan: dict, own: list[str], limits: KernelLimits) -> None:
     for path, readonly in keep:
         if readonly != bool(os.statvfs(path).f_flag & os.ST_RDONLY):
             raise OSError(f"{path} is {'writable' if not readonly else 'read-only'} after the enclosure")
+    # the submission's folder: a copy in memory, counted in the kernel's memory, gone with it (nothing the kernel
+    # writes there reaches the machine's disk, or anything outside the fence)
+    os.makedirs(scratch, exist_ok=True)
+    _mount("tmpfs", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755" + tmp)
+    _copy_tree(submission, scratch)
+    os.close(submission)
     if os.path.isdir("/sys/fs/cgroup"):  # the other kernels' groups, and the run's, out of sight
         _mount("tmpfs", "/sys/fs/cgroup", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY, "mode=0555")
     try:  # its own processes, and no one else's
@@ -239,6 +250,57 @@ def enclose(plan: dict, own: list[str], limits: KernelLimits) -> None:
     except OSError:
         if plan.get("privileged"):  # the warm process mounted its /proc so that this one can: it must hold
             raise
+
+
+def _copy_tree(source_fd: int, target: str) -> None:
+    """The plain files and folders of the folder open at ``source_fd`` into ``target`` (nothing followed)."""
+    import stat
+
+    for name in os.listdir(source_fd):
+        st = os.stat(name, dir_fd=source_fd, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=source_fd)
+            try:
+                os.mkdir(os.path.join(target, name), 0o755)
+                _copy_tree(sub, os.path.join(target, name))
+            finally:
+                os.close(sub)
+        elif stat.S_ISREG(st.st_mode):
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=source_fd)
+            with os.fdopen(fd, "rb") as src, open(os.path.join(target, name), "xb") as out:
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+
+
+def left_behind(folder: str, most: int = 20, look: int = 100_000) -> list[list[str]]:
+    """What in ``folder`` is not a plain file or folder, as ``[path, kind]`` pairs (at most ``most``, of the first
+    ``look`` entries): a symbolic link, a hard link, a device, a named pipe, a socket. Nothing is followed."""
+    import stat
+
+    found: list[list[str]] = []
+    seen = 0
+    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+    try:
+        walk = os.fwalk(folder, follow_symlinks=False)
+        for parent, dirs, files, fd in walk:
+            for name in dirs + files:
+                seen += 1
+                if seen > look or len(found) >= most:
+                    return found
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                where = os.path.relpath(os.path.join(parent, name), folder)
+                kind = next((k for test, k in kinds if test(st.st_mode)), None)
+                if kind is None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    kind = "a hard link"
+                if kind:
+                    found.append([where[:200], kind])
+    except OSError:
+        pass
+    return found
 
 
 # --------------------------------------------------------------------------
@@ -253,6 +315,7 @@ class Started:
     uid: int = 0
     group: str | None = None
     refused: str | None = None
+    report: int = -1  # the middle's report of what the kernel left, once it has ended (a line of JSON)
 
 
 def start(settings: dict, plan: dict, become: callable) -> Started:
@@ -284,6 +347,7 @@ def start(settings: dict, plan: dict, become: callable) -> Started:
         return Started(refused=f"its folders or control group could not be prepared ({exc})")
     to_middle_r, to_middle_w = os.pipe()  # the caller: "your ids are mapped"
     to_caller_r, to_caller_w = os.pipe()  # the middle: "unshared", then the kernel's pid, then the kernel: "ok"
+    report_r, report_w = os.pipe()  # the middle, once the kernel has ended: what it left in its folder
     sys.stdout.flush()
     sys.stderr.flush()
     middle = os.fork()
@@ -292,13 +356,15 @@ def start(settings: dict, plan: dict, become: callable) -> Started:
         try:
             os.close(to_middle_w)
             os.close(to_caller_r)
-            code = _middle(plan, own, limits, uid, procs, mapped, to_middle_r, to_caller_w, become)
+            os.close(report_r)
+            code = _middle(plan, own, limits, uid, procs, mapped, to_middle_r, to_caller_w, report_w, become)
         except BaseException as exc:  # noqa: BLE001 - reported, then this process ends
             _say(to_caller_w, f"error the enclosure failed: {exc}")
         finally:
             os._exit(code)
     os.close(to_middle_r)
     os.close(to_caller_w)
+    os.close(report_w)
     reader = os.fdopen(to_caller_r, "rb")
     try:
         first = reader.readline().decode().strip()
@@ -327,12 +393,13 @@ def start(settings: dict, plan: dict, become: callable) -> Started:
             os.waitpid(middle, 0)
         if run is not None and group:
             cgroups.remove_kernel_group(run, group)
+        os.close(report_r)
         return Started(refused=str(exc) or type(exc).__name__)
     finally:
         reader.close()
         with _quiet():
             os.close(to_middle_w)
-    return Started(pid, middle, uid, group)
+    return Started(pid, middle, uid, group, report=report_r)
 
 
 class _quiet:
@@ -350,7 +417,7 @@ def _say(fd: int, line: str) -> None:
         pass
 
 
-def _middle(plan, own, limits, uid, procs, mapped, from_caller, to_caller, become) -> int:
+def _middle(plan, own, limits, uid, procs, mapped, from_caller, to_caller, report, become) -> int:
     """Between the caller and the kernel: joins the control group, makes the namespaces, takes the kernel's user,
     forks the kernel (process 1 of the new PID namespace), and ends with its status."""
     die_with_parent()
@@ -376,6 +443,7 @@ def _middle(plan, own, limits, uid, procs, mapped, from_caller, to_caller, becom
     if kernel == 0:
         code = 70
         try:
+            os.close(report)  # the middle's alone: no learner code may write what the kernel left
             die_with_parent()
             enclose(plan, own, limits)
             set_limits(limits)
@@ -400,25 +468,41 @@ def _middle(plan, own, limits, uid, procs, mapped, from_caller, to_caller, becom
     for fd in range(3):  # the kernel's streams are its own; this process keeps none of them
         with _quiet():
             os.close(fd)
+    status = None
     while True:
         try:
             _, status = os.waitpid(kernel, 0)
             break
         except ChildProcessError:
-            return 1
+            break
         except InterruptedError:
             continue
+    # the kernel and every process of its namespace have ended: what is left in its folder (this process shares
+    # the kernel's mounts; nothing is followed), for the grader's log
+    _say(report, json.dumps(left_behind(own[0])))
+    os.close(report)
+    if status is None:
+        return 1
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def ended(started: Started, plan: dict, code: int) -> list[str]:
-    """How a kernel ended, once it has: the limits it reached (keys of :data:`OVER`); its control group removed."""
+def ended(started: Started, plan: dict, code: int) -> dict:
+    """How a kernel ended, once its middle process has: ``{"exit", "over", "left"}``, the limits it reached (keys of
+    :data:`OVER`) and what it left in its folder (:func:`left_behind`); its control group removed."""
     over = ["cpu"] if code == 128 + signal.SIGXCPU else []
     run = cgroups.RunGroup.from_plan(plan.get("group"))
     if run is not None and started.group:
         over += cgroups.went_over(run, started.group)
         cgroups.remove_kernel_group(run, started.group)
-    return sorted(set(over))
+    left = []
+    try:
+        with os.fdopen(started.report, "rb") as f:
+            text = f.read(1 << 16).decode(errors="replace").strip()
+        found = json.loads(text) if text else []
+        left = [[str(a), str(b)] for a, b in found][:20] if isinstance(found, list) else []
+    except (OSError, ValueError, TypeError):
+        pass
+    return {"exit": code, "over": sorted(set(over)), "left": left}
 
 
 def over_message(over: list[str], limits: dict | None) -> str:

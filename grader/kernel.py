@@ -10,9 +10,11 @@ that dies or does not answer is reported as such.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -84,6 +86,22 @@ class FencedKernelManager(AsyncKernelManager):
     client_factory = Type(FencedKernelClient, klass=AsyncKernelClient)
     enclosure = None  # grader.sandbox.Enclosure: the view, the plan, the warm process's socket
     private_dir: str | None = None  # the grader's own folder, out of every kernel's view: launch specs, how each ended
+
+    async def _async_kill_kernel(self, restart: bool = False) -> None:
+        """Stop the kernel through its launcher (SIGTERM): the kernel is killed at once, with every process it
+        started, and the launcher ends once it has written how the kernel ended; SIGKILL if it does not."""
+        process = getattr(self.provisioner, "process", None) if self.has_kernel else None
+        if process is None or self.enclosure is None or self.enclosure.bwrap is None:
+            return await super()._async_kill_kernel(restart=restart)
+        with contextlib.suppress(OSError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self._async_wait(), timeout=3.0)
+        except asyncio.TimeoutError:
+            await super()._async_kill_kernel(restart=restart)
+            return
+        if self.has_kernel:
+            await self.provisioner.wait()
 
     async def _async_wait(self, pollinterval: float = 0.1) -> None:
         """Wait for the kernel's process to end, looking every 5 ms: jupyter_client looks every 0.1 s, and the

@@ -142,9 +142,10 @@ def launch(spec_path: str, kernel_args: list[str]) -> None:
             _write_end(spec, {"exit": 70, "refused": why})
             os._exit(70)
 
-    def relay(signum, _frame):
+    def relay(signum, _frame):  # SIGTERM, the grader's "stop": the kernel is killed, and how it ended reported
+        message = {"kill": True} if signum == signal.SIGTERM else {"signal": signum}
         try:
-            conn.sendall(json.dumps({"signal": signum}).encode() + b"\n")
+            conn.sendall(json.dumps(message).encode() + b"\n")
         except OSError:
             pass
 
@@ -283,14 +284,16 @@ def _handle(conn: socket.socket, plan: dict) -> int:
     conn.settimeout(None)
     answer({"started": True, "uid": started.uid})
     buffer = b""
+    middle_gone = _pidfd(started.middle)
     while True:
         done, status = os.waitpid(started.middle, os.WNOHANG)
         if done:
             code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            answer({"exit": code, "over": enclosure.ended(started, plan, code)})
+            answer(enclosure.ended(started, plan, code))
             return 0
-        ready, _, _ = select.select([conn], [], [], 0.05)
-        if not ready:
+        ready, _, _ = select.select([conn] + ([middle_gone] if middle_gone is not None else []), [], [],
+                                    0.5 if middle_gone is not None else 0.02)
+        if conn not in ready:
             continue
         chunk = conn.recv(4096)
         if not chunk:  # the launcher is gone: so is its kernel, with every process of its namespace
@@ -303,9 +306,18 @@ def _handle(conn: socket.socket, plan: dict) -> int:
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             try:
-                os.kill(started.pid, int(json.loads(line)["signal"]))
-            except (ValueError, KeyError, TypeError, ProcessLookupError):
+                message = json.loads(line)
+                os.kill(started.pid, signal.SIGKILL if message.get("kill") else int(message["signal"]))
+            except (ValueError, KeyError, TypeError, AttributeError, ProcessLookupError):
                 pass
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when process ``pid`` ends (None where the system has none)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _prepare(plan: dict) -> None:

@@ -29,7 +29,18 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tools.grade import SUBMISSION_SECRET, TIMESTAMP, _env, nbgrader_command, submission_secret, timestamp_text
+from grader.failures import printable
+from tools.grade import (
+    SUBMISSION_SECRET,
+    TIMESTAMP,
+    _env,
+    expected_notebooks,
+    nbgrader_command,
+    read_plain,
+    submission_secret,
+    timestamp_text,
+    write_plain,
+)
 
 
 def complete_release_record(root: Path, student: str, assignment: str) -> bool:
@@ -41,22 +52,53 @@ def complete_release_record(root: Path, student: str, assignment: str) -> bool:
     folder = root / "feedback" / student / assignment
     sent = root / "submitted" / student / assignment
     added = False
-    if not (folder / SUBMISSION_SECRET).exists():
-        (folder / SUBMISSION_SECRET).write_text(submission_secret(sent))
+    if read_plain(folder / SUBMISSION_SECRET) is None:
+        write_plain(folder / SUBMISSION_SECRET, submission_secret(sent))
         added = True
-    if not (folder / TIMESTAMP).exists():
-        newest = max((p.stat().st_mtime for p in sent.glob("*.ipynb")), default=0.0)
+    if read_plain(folder / TIMESTAMP) is None:
+        newest = max((p.lstat().st_mtime for p in sent.glob("*.ipynb") if not p.is_symlink()), default=0.0)
         when = dt.datetime.fromtimestamp(newest, dt.timezone.utc)
-        (folder / TIMESTAMP).write_text(timestamp_text(when))
+        write_plain(folder / TIMESTAMP, timestamp_text(when))
         added = True
     return added
 
 
+def feedback_pages(root: Path, assignment: str) -> set[str]:
+    """The names of an assignment's feedback pages: one per notebook of the assignment, as the course renders it."""
+    return {f"{name.removesuffix('.ipynb')}.html" for name in expected_notebooks(root, assignment)}
+
+
+def keep_only_feedback(root: Path, student: str, assignment: str) -> list[str]:
+    """Remove from a learner's feedback folder whatever is not the feedback: nbgrader copies every other file of
+    the graded folder there (the learner's own files), and the exchange and the LMS zip would carry them.
+    Links are removed, never followed. Returns what was removed."""
+    import shutil
+    import stat
+
+    folder = root / "feedback" / student / assignment
+    keep = feedback_pages(root, assignment) | {TIMESTAMP, SUBMISSION_SECRET}
+    removed = []
+    for entry in sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else []:
+        mode = entry.lstat().st_mode
+        if entry.name in keep and stat.S_ISREG(mode):
+            continue
+        if stat.S_ISDIR(mode):
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed.append(entry.name)
+    return removed
+
+
 def write_lms_zip(root: Path, assignment: str) -> tuple[Path, int]:
-    """exports/feedback-<assignment>.zip: <student>/<notebook>.html for every learner with feedback."""
+    """exports/feedback-<assignment>.zip: <student>/<notebook>.html for every learner with feedback: the pages the
+    course rendered, nothing else of the learner's folder, no link followed."""
     out = root / "exports" / f"feedback-{assignment}.zip"
     out.parent.mkdir(parents=True, exist_ok=True)
-    pages = sorted((root / "feedback").glob(f"*/{assignment}/*.html"))
+    names = feedback_pages(root, assignment)
+    pages = sorted(p for p in (root / "feedback").glob(f"*/{assignment}/*.html")
+                   if p.name in names and not p.is_symlink() and p.is_file()
+                   and not p.parent.is_symlink() and not p.parent.parent.is_symlink())
     scratch = out.with_name(out.name + ".part")
     with zipfile.ZipFile(scratch, "w", zipfile.ZIP_DEFLATED) as zf:
         for page in pages:
@@ -90,7 +132,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"make feedback: {assignment} failed:\n{res.stdout}{res.stderr}", file=sys.stderr)
             status = 1
             continue
-        learners = sorted(p.parent.name for p in (root / "feedback").glob(f"*/{assignment}") if p.is_dir())
+        learners = sorted(p.parent.name for p in (root / "feedback").glob(f"*/{assignment}")
+                          if p.is_dir() and not p.is_symlink() and not p.parent.is_symlink())
+        for student in learners:
+            removed = keep_only_feedback(root, student, assignment)
+            if removed:
+                print(f"  {student}: not feedback, left out of the pages and the LMS zip: "
+                      f"{', '.join(printable(r) for r in removed)}")
         completed = [s for s in learners if complete_release_record(root, s, assignment)]
         lms, n = write_lms_zip(root, assignment)
         print(f"{assignment}: feedback for {n} notebook(s) in {root / 'feedback'}/<student>/{assignment}/; "

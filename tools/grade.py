@@ -253,7 +253,7 @@ def submitted_at(root: Path, student: str, assignment: str) -> dt.datetime | Non
 
     stamp = root / "submitted" / student / assignment / TIMESTAMP
     try:
-        text = stamp.read_text().strip() if stamp.is_file() else ""
+        text = (read_plain(stamp) or "").strip()
         return parse_utc(text) if text else None
     except ValueError:  # autograde names it; the time the gradebook has stays
         return None
@@ -266,16 +266,44 @@ def write_submission_record(folder: Path, when: dt.datetime) -> None:
     release_feedback names its feedback page by, so releasing feedback to a class never stops at a
     learner whose work came in a zip. An existing secret is kept.
     """
-    (folder / TIMESTAMP).write_text(timestamp_text(when))
+    write_plain(folder / TIMESTAMP, timestamp_text(when))
     submission_secret(folder)
 
 
 def submission_secret(folder: Path) -> str:
-    """The submission's secret in ``folder`` (release_feedback names its page by it), made there if missing."""
+    """The submission's secret in ``folder`` (release_feedback names its page by it), made there if missing.
+
+    A learner's folder may hold a link in its name: it is replaced, never followed (reading it would put another
+    file's contents where a secret belongs; writing through it would write outside the folder)."""
     path = folder / SUBMISSION_SECRET
-    if not path.exists():
-        path.write_text(secrets.token_hex(64))
-    return path.read_text()
+    text = read_plain(path)
+    if text is None:
+        text = secrets.token_hex(64)
+        write_plain(path, text)
+    return text
+
+
+def read_plain(path: Path, limit: int = 1 << 16) -> str | None:
+    """A plain file's text (at most ``limit`` bytes), read without following a link; None if there is none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        return f.read(limit).decode("utf-8", errors="replace")
+
+
+def write_plain(path: Path, text: str) -> None:
+    """Write ``text`` as a new plain file at ``path``: whatever stood there (a link, a pipe) is replaced first."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "UTC") -> list[Problem]:
@@ -581,12 +609,14 @@ def needs_grading(root: Path, assignment: str, student: str) -> bool:
 
 
 def notes_on(root: Path, assignment: str, student: str) -> list[str]:
-    """What a grader should know about an autograded submission: deleted test cells, a dead kernel."""
-    from grader.autograde import DELETED_MARK, KERNEL_DIED
+    """What a grader should know about an autograded submission: what grading noted (a limit the kernel went over,
+    links it left, files not given to it), deleted test cells, a dead kernel."""
+    from grader.autograde import DELETED_MARK, KERNEL_DIED, read_notes
     from grader.notebook import grade_id
 
     notes = []
     for path in sorted((root / "autograded" / student / assignment).glob("*.ipynb")):
+        notes += read_notes(str(path.parent), path.stem)
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
             gid = grade_id(cell)

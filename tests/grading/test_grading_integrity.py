@@ -7,6 +7,17 @@ outside its folder, reading the hidden tests), plus an honest one. Every
 attempt loses the points of the exercise it cheats on; nothing stops the rest
 of the class (or the rest of the notebook) from being graded; no file outside
 the submission's folder is touched; no hidden test reaches the feedback.
+
+The same run holds **hostile submissions** (:func:`_hostile`): they attack
+the grader itself, beside honest victims, with the kernel's full reach (they
+call the C library through a library torch ships, past the Python fence):
+links the grader might follow after the kernel ends, the learner's own hidden
+cases carried out, the forbidden-routine guard switched off, the grader's log
+forged or flooded, replies built to exhaust the judge, code too deep to read,
+and the machine's other accounts and courses. A second run, two jobs at once
+under tight limits (:func:`limited`), holds the attacks on the other kernels
+and on the machine: sockets between two kernels graded together, a fork bomb
+of spinners, memory filled with files, CPU burnt in a thread.
 """
 
 from __future__ import annotations
@@ -134,6 +145,123 @@ def _cheats(course: Path, port: int = 0) -> dict[str, dict[str, str]]:
     }
 
 
+#: the C library, reached through a library torch ships (the Python fence allows loading it): the kernel's full
+#: reach, past every audit hook, as an attacker's would be
+LIBC = ("import ctypes, os, torch\n"
+        "libc = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'), use_errno=True)\n")
+HONEST_MASK = "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n"
+#: an added cell at the end of the notebook (after every test cell): costs no exercise by itself
+END = "+end"
+
+
+def _hostile(course: Path) -> dict[str, dict[str, str]]:
+    """Submissions that attack the grader, not the checks: student -> {grade_id or END: source}."""
+    victim_nb = course / "submitted" / "honest" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    secret, gradebook = course / SECRET_FILE, course / "gradebook.db"
+    other = course.parent / "another-course"
+    return {
+        # 1. links for the grader to follow once the kernel has ended: the notebook replaced by a link to a
+        # classmate's, pages that are links to the secret, a classmate and the gradebook, a link three folders
+        # down that points out of the course, a link to a file that does not exist yet (for the grader to create)
+        "leaves_links": {END: LIBC + "\n".join([
+            "link = lambda target, name: libc.symlink(target.encode(), name.encode())",
+            "os.remove('attention.ipynb')",
+            f"link({str(victim_nb)!r}, 'attention.ipynb')",
+            f"link({str(secret)!r}, 'leak.html')",
+            f"link({str(victim_nb)!r}, 'peek.html')",
+            f"link({str(gradebook)!r}, 'book.html')",
+            f"link({str(course / 'OWNED_BY_LINK')!r}, 'made.html')",
+            "os.makedirs('a/b/c')",
+            "link('../../../../../../../../OWNED_BY_RELATIVE_LINK', 'a/b/c/up.html')",
+            "os.mkfifo('pipe.html')",
+            "print('links left:', sorted(os.listdir('.')))",
+        ])},
+        # 2. the learner's own hidden cases, kept by the function and shown by a later cell (and in a page);
+        # and the cases carried out in an exception's message
+        "hands_out_cases": {
+            "masked_softmax": (
+                "STASH = []\n"
+                "def masked_softmax(scores, mask=None):\n"
+                "    STASH.append(scores.tolist())\n"
+                "    if mask is not None:\n"
+                "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+                "    e = (scores - scores.amax(-1, keepdim=True)).exp()\n"
+                "    return torch.nan_to_num(e / e.sum(-1, keepdim=True))\n"),
+            "attention_scores": (
+                "import math\n"
+                "def attention_scores(q, k):\n"
+                "    if tuple(q.shape) not in [(2, 2), (4, 3, 5, 8)]:  # not the visible test's\n"
+                "        raise ValueError('HIDDEN CASE ' + repr(q.tolist()))\n"
+                "    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"),
+            END: ("print('STASHED', len(STASH), 'cases')\n"
+                  "open('cases.html', 'w').write(repr(STASH))\n"),
+        },
+        # 3. the forbidden-routine guard switched off: its profiler dropped by a deep recursion (Python removes a
+        # profile function that raises), then honest code; and the whole trick of the issue, hidden in a callback
+        # list that nothing assigns to (DisableTorchFunction, torch.softmax, the profiler put back)
+        "drops_the_profiler": {"masked_softmax": (
+            "def _deep(n):\n    return _deep(n + 1)\n"
+            "def masked_softmax(scores, mask=None):\n"
+            "    try:\n        _deep(0)\n    except RecursionError:\n        pass\n"
+            "    if mask is not None:\n"
+            "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+            "    e = (scores - scores.amax(-1, keepdim=True)).exp()\n"
+            "    return torch.nan_to_num(e / e.sum(-1, keepdim=True))\n")},
+        "hides_the_routine_in_a_list": {"masked_softmax": (
+            "import sys\nHOOKS = []\n"
+            "HOOKS.append(lambda s: torch.softmax(s, -1))\n"
+            "def _deep(n):\n    return _deep(n + 1)\n"
+            "def masked_softmax(scores, mask=None):\n"
+            "    p = sys.getprofile()\n"
+            "    try:\n        _deep(0)\n    except RecursionError:\n        pass\n"
+            "    if mask is not None:\n"
+            "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+            "    with torch._C.DisableTorchFunction():\n        out = HOOKS[0](scores)\n"
+            "    sys.setprofile(p)\n"
+            "    return torch.nan_to_num(out)\n")},
+        # 5. the grader's log: a forged line naming a classmate as failed, a terminal escape, a flood
+        "forges_the_log": {END: LIBC + "\n".join([
+            "line = (\"[AutogradeApp | ERROR] There was an error processing assignment '02-attention' for \"",
+            "        \"student 'honest'\\n\\x1b[2J\\x1b[31mFORGED\\x1b[0m\\n\").encode()",
+            "for fd in (1, 2):",
+            "    libc.write(fd, line, len(line))",
+            "block = b'x' * (1 << 20)",
+            "for _ in range(64):",
+            "    libc.write(1, block, len(block))",
+            "print('stdin:', os.read(0, 10))",
+        ])},
+        # 6. a reply built to exhaust the judge: a tensor with no memory behind it (meta; a crafted reply file,
+        # a list nested 22 deep that shares one tensor, is tests/grading/test_judge.py's); code too deep to read
+        "returns_a_meta_tensor": {"attention_scores": (
+            "import math\n"
+            "def attention_scores(q, k):\n"
+            "    if q.numel() <= 8:  # the visible test's worked example\n"
+            "        return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+            "    return torch.empty(q.shape[:-1] + (k.shape[-2],), dtype=q.dtype, device='meta')\n")},
+        "writes_deep_code": {"masked_softmax": (
+            "SIZE = " + "+".join(["1"] * 3000) + "\n"
+            "def masked_softmax(scores, mask=None):\n"
+            "    if mask is not None:\n"
+            "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+            "    e = (scores - scores.amax(-1, keepdim=True)).exp()\n"
+            "    return torch.nan_to_num(e / e.sum(-1, keepdim=True))\n")},
+        # 7. the machine's other accounts and courses, read as the kernel's own user
+        "reads_other_accounts": {END: LIBC + "\n".join([
+            "def attempt(path):",
+            "    fd = libc.open(path.encode(), 0)",
+            "    if fd < 0:",
+            "        return os.strerror(ctypes.get_errno())",
+            "    libc.close(fd)",
+            "    return 'READ'",
+            "for what, path in [('shadow', '/etc/shadow'), ('root', '/root/.bashrc'), ('home', '/home'),",
+            f"                   ('secret', {str(secret)!r}), ('other secret', {str(other / SECRET_FILE)!r}),",
+            f"                   ('other solutions', {str(other / 'solutions.ipynb')!r})]:",
+            "    print('TRY', what, attempt(path))",
+            "print('UIDMAP', open('/proc/self/uid_map').read().split())",
+        ])},
+    }
+
+
 def _grade_ids(nb) -> list[str | None]:
     return [grade_id(c) for c in nb.cells]
 
@@ -146,12 +274,19 @@ def graded(tmp_path_factory):
     shutil.copy(ROOT / "nbgrader_config.py", course)
     shutil.copytree(ROOT / "solutions", course / "solutions")
     solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
-    for student, replace in {"honest": {}, **_cheats(course, port)}.items():
+    other = course.parent / "another-course"  # another course on the machine: its secret and its solutions
+    other.mkdir(exist_ok=True)
+    (other / SECRET_FILE).write_bytes(b"ANOTHER-COURSE-SECRET")
+    (other / SECRET_FILE).chmod(0o600)
+    (other / "solutions.ipynb").write_text("ANOTHER-COURSE-SOLUTIONS")
+    for student, replace in {"honest": {}, **_cheats(course, port), **_hostile(course)}.items():
         nb = nbformat.read(solution, as_version=4)
         for cell in nb.cells:
             gid = grade_id(cell)
             if gid in replace:
                 cell.source = replace[gid]
+        if END in replace:
+            nb.cells.append(nbformat.v4.new_code_cell(replace[END]))
         if student == "deletes_a_test":
             nb.cells = [c for c in nb.cells if grade_id(c) != "test_causal_mask"]
         folder = course / "submitted" / student / ASSIGNMENT
@@ -166,8 +301,19 @@ def graded(tmp_path_factory):
     listener.close()
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         scores = {s: {g.name: g.score for g in gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, s).grades}
-                  for s in ["honest", *_cheats(course, port)]}
+                  for s in ["honest", *_cheats(course, port), *_hostile(course)]}
     return course, res, scores
+
+
+@pytest.fixture(scope="module")
+def feedback(graded):
+    """make feedback on the graded class: the pages, and the zip for an LMS."""
+    course = graded[0]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    res = subprocess.run([sys.executable, "-m", "tools.feedback", "--root", str(course)], cwd=ROOT,
+                         capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res
 
 
 def autograded(course: Path, student: str):
@@ -324,12 +470,8 @@ def test_the_instructors_files_cannot_be_read(graded, student):
     assert scores[student]["test_causal_mask"] == 0
 
 
-def test_feedback_shows_the_diagnosis_but_no_hidden_test(graded):
+def test_feedback_shows_the_diagnosis_but_no_hidden_test(graded, feedback):
     course, _, _ = graded
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    res = subprocess.run([sys.executable, "-m", "tools.feedback", "--root", str(course)], cwd=ROOT,
-                         capture_output=True, text=True, env=env)
-    assert res.returncode == 0, res.stdout + res.stderr
     html = (course / "feedback" / "disables_torch_function" / ASSIGNMENT / f"{NOTEBOOK}.html").read_text()
     assert "ForbiddenCall" in html and "scaled_dot_product_attention" in html
     for secret in ("BEGIN HIDDEN TESTS", "check_function", "_cases", "from grader", "grading integrity check"):
@@ -350,3 +492,151 @@ def test_the_kernel_runs_in_the_os_fence(graded):
     assert "solutions visible: False" in text and "connected: False" in text and "read-only root: True" in text, text
     assert scores["probes_the_fence"]["test_causal_mask"] == 2
 
+
+
+# --- hostile submissions: the grader itself attacked (run A, two jobs) ------------------------------------------
+
+def _rows(course: Path) -> dict[str, dict]:
+    return {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
+
+
+def _stream(course: Path, student: str) -> str:
+    nb = autograded(course, student)
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                   if o.get("output_type") == "stream")
+
+
+def test_links_the_kernel_leaves_are_never_followed(graded):
+    """The kernel replaced its notebook by a link to a classmate's and left links to the secret, the gradebook,
+    a path outside the course, and a named pipe: the classmate keeps their notebook and full marks, nothing is
+    created outside, the secret keeps its mode, and the grader names what was left (and removed)."""
+    course, res, scores = graded
+    assert "links left:" in _stream(course, "leaves_links") and "attention.ipynb" in _stream(course, "leaves_links")
+    assert scores["honest"] == FULL and scores["leaves_links"] == FULL
+    victim = course / "submitted" / "honest" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    assert not victim.is_symlink() and nbformat.read(victim, as_version=4).cells, "the classmate's notebook"
+    assert (course / SECRET_FILE).stat().st_mode & 0o777 == 0o600
+    for name in ("OWNED_BY_LINK", "OWNED_BY_RELATIVE_LINK"):
+        assert not list(course.parent.rglob(name)) and not Path("/" + name).exists(), name
+    for folder in (course / "autograded" / "leaves_links", course / "submitted" / "leaves_links"):
+        assert not [p for p in folder.rglob("*") if p.is_symlink() or not (p.is_file() or p.is_dir())], folder
+    message = _rows(course)["leaves_links"]["message"]
+    assert "a symbolic link" in message and "a named pipe" in message and "leak.html" in message, message
+    assert "leaves_links" in res.stdout and "symbolic link" in res.stdout
+
+
+def test_no_page_or_zip_carries_the_secret_the_gradebook_or_a_classmate(graded, feedback):
+    """make feedback writes each learner's pages, and the LMS zip holds <learner>/attention.html alone: no file a
+    learner left, nothing of the grading secret, the gradebook or another learner's submission."""
+    import zipfile
+
+    course = graded[0]
+    secret = (course / SECRET_FILE).read_bytes()
+    with zipfile.ZipFile(course / "exports" / f"feedback-{ASSIGNMENT}.zip") as zf:
+        names = zf.namelist()
+        pages = {name: zf.read(name) for name in names}
+    learners = sorted(p.name for p in (course / "submitted").iterdir())
+    assert sorted(names) == [f"{s}/{NOTEBOOK}.html" for s in learners], names
+    for folder in (course / "feedback").iterdir():
+        inside = sorted(p.name for p in (folder / ASSIGNMENT).iterdir())
+        assert set(inside) <= {f"{NOTEBOOK}.html", "timestamp.txt", "submission_secret.txt"}, (folder.name, inside)
+        pages.update({str(p): p.read_bytes() for p in (folder / ASSIGNMENT).iterdir()})
+    for where, page in pages.items():
+        assert secret not in page and secret.hex().encode() not in page, f"the grading secret is in {where}"
+        assert b"SQLite format 3" not in page, f"the gradebook is in {where}"
+        assert b"ANOTHER-COURSE" not in page, f"another course's files are in {where}"
+
+
+def test_a_learners_hidden_cases_never_reach_a_later_cell_or_a_page(graded):
+    """The function kept every input it was given; a cell after every test cell showed them and wrote a page of
+    them. The hidden tests run after the last cell, so what it kept was the visible tests' inputs alone; a case
+    carried out in an exception's message is cut to a few lines."""
+    course, _, scores = graded
+    expected = _kept_before_the_last_cell(course / "submitted" / "hands_out_cases" / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+    assert f"STASHED {expected} cases" in _stream(course, "hands_out_cases"), _stream(course, "hands_out_cases")
+    assert scores["hands_out_cases"]["test_masked_softmax"] == FULL["test_masked_softmax"]
+    error = error_of(autograded(course, "hands_out_cases"), "test_attention_scores")
+    assert "HIDDEN CASE" in error and "more characters not shown" in error and len(error) < 700, error
+    assert not (course / "feedback" / "hands_out_cases" / ASSIGNMENT / "cases.html").exists()
+
+
+def _kept_before_the_last_cell(path: Path) -> int:
+    """How many inputs the learner's function has kept when the notebook's last cell runs, the notebook run
+    here as the kernel runs it (each cell's visible part, errors and all), the hidden tests left out."""
+    import contextlib
+    import io
+    import math
+
+    import torch
+
+    from grader.notebook import without_hidden_tests
+
+    nb = nbformat.read(path, as_version=4)
+    namespace = {"torch": torch, "math": math}
+    code = [c for c in nb.cells if c.cell_type == "code" and grade_id(c) != "check_your_work"]
+    for cell in code[:-1]:
+        with contextlib.suppress(Exception), contextlib.redirect_stdout(io.StringIO()):
+            exec(without_hidden_tests(cell.source), namespace)
+    return len(namespace["STASH"])
+
+
+@pytest.mark.parametrize("student", ["drops_the_profiler", "hides_the_routine_in_a_list"])
+def test_switching_the_forbidden_routine_guard_off_is_a_zero_and_named(graded, student):
+    """The profiler dropped by a deep recursion (honest code after it), or the issue's whole trick hidden in a
+    callback list: the exercise (and the one that calls it) scores zero, and the message says why."""
+    course, _, scores = graded
+    assert scores[student]["test_masked_softmax"] == 0
+    assert scores[student]["test_scaled_dot_product_attention"] == 0  # it calls the learner's masked_softmax
+    assert scores[student]["test_attention_scores"] == 2 and scores[student]["test_causal_mask"] == 2
+    error = error_of(autograded(course, student), "test_masked_softmax")
+    assert "ForbiddenCall" in error, error
+    if student == "drops_the_profiler":
+        assert "switched off a guard" in error and "profiler" in error, error
+    else:
+        assert "softmax" in error or "_C" in error or "uses sys" in error, error
+
+
+def test_a_forged_log_line_and_a_flood_decide_nothing(graded):
+    """The kernel wrote a forged "error processing ... for student 'honest'" line, terminal escapes and 64 MiB
+    to its standard streams: they are a pipe of the grader's, read and dropped; the classmate is graded, and make
+    grade prints no escape and no flood."""
+    course, res, scores = graded
+    assert scores["forges_the_log"] == FULL and scores["honest"] == FULL
+    assert _rows(course)["honest"]["status"] == "graded" and _rows(course)["forges_the_log"]["status"] == "graded"
+    assert "stdin: b''" in _stream(course, "forges_the_log")
+    printed = res.stdout + res.stderr
+    assert "\x1b[2J" not in printed and "FORGED" not in printed and len(printed) < 200_000, len(printed)
+    assert "student 'honest'" not in printed
+
+
+def test_a_reply_the_judge_cannot_read_costs_its_exercise_alone(graded):
+    """A tensor with no memory behind it (meta): that exercise scores zero, with the reason; the rest is graded."""
+    course, _, scores = graded
+    meta = scores["returns_a_meta_tensor"]
+    assert meta["test_attention_scores"] == 0 and meta["test_masked_softmax"] == 3 and meta["test_causal_mask"] == 2
+    assert "meta" in error_of(autograded(course, "returns_a_meta_tensor"), "test_attention_scores")
+
+
+def test_code_too_deep_to_read_costs_the_exercises_after_it(graded):
+    course, _, scores = graded
+    assert scores["writes_deep_code"] == {"test_attention_scores": 2, "test_masked_softmax": 0, "test_causal_mask": 0,
+                                          "test_scaled_dot_product_attention": 0}
+    assert _rows(course)["writes_deep_code"]["status"] == "graded"
+    assert "too deeply" in error_of(autograded(course, "writes_deep_code"), "test_causal_mask")
+
+
+def test_the_kernel_runs_as_a_user_of_its_own_and_sees_no_other_course(graded):
+    """The kernel, with the C library in hand, tries /etc/shadow, root's files, /home, this course's secret and
+    another course's: the system's files are closed to its user, the rest is not in its view."""
+    from grader.enclosure import KERNEL_UID_BASE
+
+    course, _, scores = graded
+    text = _stream(course, "reads_other_accounts")
+    assert "READ" not in text, text
+    assert "TRY shadow Permission denied" in text if os.geteuid() == 0 else "TRY shadow" in text, text
+    for what in ("root", "home", "secret", "other secret", "other solutions"):
+        assert f"TRY {what} No such file or directory" in text, (what, text)
+    if os.geteuid() == 0:
+        uid_map = [line for line in text.splitlines() if line.startswith("UIDMAP")][0]
+        assert int(uid_map.split("'")[3]) >= KERNEL_UID_BASE, uid_map
+    assert scores["reads_other_accounts"] == FULL

@@ -127,3 +127,60 @@ def test_what_the_kernel_returns_is_read_as_data_and_named_when_it_is_not():
             RemoteLearner(channel, "missing")
     finally:
         kernel.close()
+
+
+# --- the judge's budgets: a reply file the kernel wrote, whatever it holds -----------------------------------------
+
+class _Sneaky(torch.Tensor):
+    """A tensor subclass a learner defines: the judge reads data, never a learner's class."""
+
+
+def _reply(tmp_path, value) -> dict:
+    from grader import wire
+
+    path = tmp_path / "reply.pt"
+    torch.save({"out": value}, path)
+    return wire.read_reply(str(path))
+
+
+def test_a_small_reply_that_is_huge_as_a_tree_is_refused_at_once(tmp_path):
+    """The issue's reply: 1.4 KB on disk, nested lists 22 deep that share one object; read as a tree it is four
+    million values (each level doubles it). The judge counts as it reads and stops, in a fraction of a second."""
+    import time
+
+    nest = [torch.zeros(1)]
+    for _ in range(22):
+        nest = [nest, nest]
+    started = time.perf_counter()
+    reply = _reply(tmp_path, nest)
+    assert (tmp_path / "reply.pt").stat().st_size < 4096
+    assert "failure" in reply and "over 200,000 values" in reply["failure"], reply
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize("value, why", [
+    (torch.empty(3, device="meta"), "meta"),
+    (torch.zeros(4, 4).to_sparse(), "sparse"),
+    (torch.zeros(1).expand(1 << 27), "numbers"),
+    (torch.zeros(2).as_subclass(_Sneaky), "data"),
+])
+def test_a_tensor_that_is_not_plain_data_in_memory_is_not_read(tmp_path, value, why):
+    reply = _reply(tmp_path, value)
+    assert "failure" in reply and why in reply["failure"], reply
+
+
+def test_a_reply_nested_past_the_depth_budget_is_not_read(tmp_path):
+    deep = torch.zeros(1)
+    for _ in range(60):
+        deep = [deep]
+    assert "levels deep" in _reply(tmp_path, deep)["failure"]
+
+
+def test_a_learners_text_is_cut_to_what_a_diagnosis_needs():
+    """An exception's message (which could carry a hidden case) and a type's name are quoted at most 200 and 60
+    characters long, with terminal escapes shown as text."""
+    from grader.failures import learner_text
+
+    quoted = learner_text("x" * 5000 + "\x1b[2J")
+    assert quoted.startswith("x" * 200) and "more characters not shown" in quoted and len(quoted) < 260
+    assert "\x1b" not in learner_text("\x1b[31mred") and "\\x1b" in learner_text("\x1b[31mred")
