@@ -176,8 +176,8 @@ def set_limits(limits: KernelLimits) -> None:
         cap(resource.RLIMIT_AS, int(limits.memory_mb) * 1024 * 1024)
     if limits.tasks:
         cap(resource.RLIMIT_NPROC, int(limits.tasks))
-    if limits.cpu_seconds:
-        resource.setrlimit(resource.RLIMIT_CPU, (int(limits.cpu_seconds), int(limits.cpu_seconds) + 5))
+    if limits.cpu_seconds:  # SIGXCPU at the soft limit (which process 1 of a namespace ignores), SIGKILL just after
+        resource.setrlimit(resource.RLIMIT_CPU, (int(limits.cpu_seconds), int(limits.cpu_seconds) + 1))
     if limits.tmp_mb:  # no file larger than the kernel's /tmp may hold (its connection folder is on the disk)
         cap(resource.RLIMIT_FSIZE, int(limits.tmp_mb) * 1024 * 1024)
 
@@ -316,6 +316,7 @@ class Started:
     group: str | None = None
     refused: str | None = None
     report: int = -1  # the middle's report of what the kernel left, once it has ended (a line of JSON)
+    limits: dict | None = None  # the kernel's limits (KernelLimits.as_json)
 
 
 def start(settings: dict, plan: dict, become: callable) -> Started:
@@ -399,7 +400,7 @@ def start(settings: dict, plan: dict, become: callable) -> Started:
         reader.close()
         with _quiet():
             os.close(to_middle_w)
-    return Started(pid, middle, uid, group, report=report_r)
+    return Started(pid, middle, uid, group, report=report_r, limits=limits.as_json())
 
 
 class _quiet:
@@ -468,18 +469,20 @@ def _middle(plan, own, limits, uid, procs, mapped, from_caller, to_caller, repor
     for fd in range(3):  # the kernel's streams are its own; this process keeps none of them
         with _quiet():
             os.close(fd)
-    status = None
+    status, used = None, 0.0
     while True:
         try:
-            _, status = os.waitpid(kernel, 0)
+            _, status, usage = os.wait4(kernel, 0)
+            used = usage.ru_utime + usage.ru_stime
             break
         except ChildProcessError:
             break
         except InterruptedError:
             continue
-    # the kernel and every process of its namespace have ended: what is left in its folder (this process shares
-    # the kernel's mounts; nothing is followed), for the grader's log
-    _say(report, json.dumps(left_behind(own[0])))
+    # the kernel and every process of its namespace have ended: the CPU time it used (process 1 of a namespace
+    # ignores SIGXCPU, so a kernel over its CPU seconds is killed at the hard limit: its time says why), and what
+    # is left in its folder (this process shares the kernel's mounts; nothing is followed), for the grader's log
+    _say(report, json.dumps({"cpu": used, "left": left_behind(own[0])}))
     os.close(report)
     if status is None:
         return 1
@@ -498,9 +501,12 @@ def ended(started: Started, plan: dict, code: int) -> dict:
     try:
         with os.fdopen(started.report, "rb") as f:
             text = f.read(1 << 16).decode(errors="replace").strip()
-        found = json.loads(text) if text else []
-        left = [[str(a), str(b)] for a, b in found][:20] if isinstance(found, list) else []
-    except (OSError, ValueError, TypeError):
+        found = json.loads(text) if text else {}
+        left = [[str(a), str(b)] for a, b in found.get("left", [])][:20]
+        cpu_seconds = KernelLimits.from_json(started.limits).cpu_seconds
+        if cpu_seconds and float(found.get("cpu", 0)) >= cpu_seconds:
+            over.append("cpu")
+    except (OSError, ValueError, TypeError, AttributeError):
         pass
     return {"exit": code, "over": sorted(set(over)), "left": left}
 

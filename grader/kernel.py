@@ -132,9 +132,17 @@ class FencedKernelManager(AsyncKernelManager):
         finally:
             self.output.started()
 
-    def ended(self) -> dict:
-        """How the kernel last started ended, as its launcher wrote it (``{}`` while it runs or if it wrote nothing)."""
+    def ended(self, wait: float = 0.0) -> dict:
+        """How the kernel last started ended, as its launcher wrote it (``{}`` while it runs or if it wrote
+        nothing); ``wait``: seconds to give the launcher to finish writing (the kernel's death can be seen on its
+        sockets before its launcher has ended)."""
         import json
+        import time
+
+        process = getattr(self.provisioner, "process", None)
+        deadline = time.monotonic() + wait
+        while process is not None and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
 
         try:
             with open(getattr(self, "_ended", "")) as f:

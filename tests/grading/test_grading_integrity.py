@@ -22,6 +22,7 @@ of spinners, memory filled with files, CPU burnt in a thread.
 
 from __future__ import annotations
 
+import ast
 import csv
 import os
 import re
@@ -640,3 +641,170 @@ def test_the_kernel_runs_as_a_user_of_its_own_and_sees_no_other_course(graded):
         uid_map = [line for line in text.splitlines() if line.startswith("UIDMAP")][0]
         assert int(uid_map.split("'")[3]) >= KERNEL_UID_BASE, uid_map
     assert scores["reads_other_accounts"] == FULL
+
+
+# --- run C: two kernels at once, tight limits: attacks on the other kernels and on the machine --------------------
+#: the limits of this run: small enough that the attacks reach them in seconds
+LIMITED = {"GRADER_MEMORY_MB": "3072", "GRADER_TMP_MB": "1200", "GRADER_CPU_SECONDS": "8", "GRADER_TASKS": "64"}
+#: a port on the loopback of a kernel (each kernel has its own network: nothing listens there but itself)
+LOOPBACK_PORT = 47317
+
+
+def _limited_class() -> dict[str, str | None]:
+    """student -> the added cell at the end (None: honest). Sorted by name, two jobs grade a with b, c with d..."""
+    wait = "import time\ndeadline = time.time() + 8\n"
+    return {
+        # two kernels graded at the same time try to talk: an abstract Unix socket, then loopback TCP
+        "a_listens": wait + (
+            "import socket\n"
+            "got = []\n"
+            "for family, address in [(socket.AF_UNIX, '\\0course-leak'), (socket.AF_INET, ('127.0.0.1', "
+            f"{LOOPBACK_PORT}))]:\n"
+            "    try:\n"
+            "        s = socket.socket(family, socket.SOCK_STREAM); s.bind(address); s.listen(); s.settimeout(0.2)\n"
+            "    except OSError as exc:\n"
+            "        got.append(f'bind {exc.__class__.__name__}'); continue\n"
+            "    while time.time() < deadline:\n"
+            "        try:\n"
+            "            got.append(f'ACCEPTED {s.accept()[0].recv(100)!r}'); break\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "print('LISTENER', got)\n"
+            "import resource\n"
+            "print('LIMITS', [resource.getrlimit(getattr(resource, 'RLIMIT_' + n))[0]\n"
+            "                 for n in ('AS', 'NPROC', 'CPU')])\n"),
+        "b_talks": wait + (
+            "import socket\n"
+            "said = set()\n"
+            "while time.time() < deadline:\n"
+            "    for family, address in [(socket.AF_UNIX, '\\0course-leak'), (socket.AF_INET, ('127.0.0.1', "
+            f"{LOOPBACK_PORT}))]:\n"
+            "        try:\n"
+            "            c = socket.create_connection(address, 0.2) if family == socket.AF_INET else "
+            "socket.socket(family)\n"
+            "            if family == socket.AF_UNIX:\n"
+            "                c.connect(address)\n"
+            "            c.sendall(b'LEAKED'); said.add(str(address))\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "    time.sleep(0.1)\n"
+            "print('TALKER', sorted(said))\n"),
+        # a fork bomb of spinners, past the Python fence
+        "c_forks_spinners": LIBC + (
+            "forked = 0\n"
+            "for _ in range(900):\n"
+            "    pid = libc.fork()\n"
+            "    if pid == 0:\n"
+            "        while True:\n"
+            "            pass\n"
+            "    if pid < 0:\n"
+            "        break\n"
+            "    forked += 1\n"
+            "print('FORKED', forked)\n"
+            "import time\ntime.sleep(3)\n"),
+        "d_honest": None,
+        # memory filled with files (a tmpfs each), then a tensor: over the kernel's memory, counted together
+        "e_fills_memory": LIBC + (
+            "block = b'x' * (1 << 20)\n"
+            "for where in (b'/tmp/fill', b'/dev/shm/fill'):\n"
+            "    fd = libc.open(where, os.O_CREAT | os.O_WRONLY, 0o600)\n"
+            "    for _ in range(1100):\n"
+            "        libc.write(fd, block, len(block))\n"
+            "hog = torch.ones(300_000_000)\n"
+            "print('NOT STOPPED')\n"),
+        "f_honest": None,
+        # CPU burnt past the kernel's CPU seconds (however busy the machine, the cell's 90 s are enough)
+        "g_burns_cpu": (
+            "import time\n"
+            "while time.process_time() < 30:\n"
+            "    pass\n"
+            "print('NOT STOPPED')\n"),
+        "h_honest": None,
+    }
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    course = tmp_path_factory.mktemp("limited")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    for student, end in _limited_class().items():
+        nb = nbformat.read(solution, as_version=4)
+        if end:
+            nb.cells.append(nbformat.v4.new_code_cell(end))
+        folder = course / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{NOTEBOOK}.ipynb")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               GRADING_SECRET_FILE="none", **LIMITED)
+    res = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", "90",
+                          "--jobs", "2"], cwd=ROOT, capture_output=True, text=True, env=env)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        scores = {s: {g.name: g.score for g in gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, s).grades}
+                  for s in _limited_class()}
+    return course, res, scores
+
+
+def _last_cell(course: Path, student: str) -> str:
+    nb = nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    cell = nb.cells[-1]
+    return "".join(o.get("text", "") or f"{o.get('ename')}: {o.get('evalue')}" for o in cell.get("outputs", []))
+
+
+def test_every_learner_is_graded_and_no_honest_one_loses_a_mark_beside_the_attacks(limited):
+    course, res, scores = limited
+    for student in _limited_class():
+        assert scores[student] == FULL, (student, scores[student], res.stdout[-3000:] + res.stderr[-3000:])
+        assert _rows(course)[student]["status"] == "graded", _rows(course)[student]
+
+
+def test_each_kernel_runs_under_the_limits_the_instructor_set(limited):
+    course, _, _ = limited
+    line = next(x for x in _last_cell(course, "a_listens").splitlines() if x.startswith("LIMITS"))
+    memory, tasks, cpu = ast.literal_eval(line[len("LIMITS "):])
+    assert memory == int(LIMITED["GRADER_MEMORY_MB"]) << 20 and tasks == int(LIMITED["GRADER_TASKS"])
+    assert cpu == int(LIMITED["GRADER_CPU_SECONDS"]), line
+
+
+def test_two_kernels_graded_together_cannot_talk(limited):
+    """An abstract Unix socket and a loopback port: each kernel has a network of its own."""
+    course, _, _ = limited
+    listener, talker = _last_cell(course, "a_listens"), _last_cell(course, "b_talks")
+    assert "LISTENER" in listener and "ACCEPTED" not in listener, listener
+    assert "TALKER []" in talker, talker
+
+
+def test_a_fork_bomb_stops_at_the_task_limit_and_ends_with_its_kernel(limited):
+    """900 spinners asked for: the kernel gets fewer than its limit of tasks (its threads count too), its
+    neighbour is graded in full, and no process of any kernel's user outlives the run."""
+    from grader.enclosure import KERNEL_UID_BASE, KERNEL_UID_SPAN
+
+    course, _, scores = limited
+    text = _last_cell(course, "c_forks_spinners")
+    forked = int(text.split("FORKED", 1)[1].split()[0])
+    assert 0 < forked < int(LIMITED["GRADER_TASKS"]), text
+    assert scores["d_honest"] == FULL
+    left = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                uid = os.stat(f"/proc/{entry}").st_uid
+            except OSError:
+                continue
+            if KERNEL_UID_BASE <= uid < KERNEL_UID_BASE + KERNEL_UID_SPAN:
+                left.append((entry, uid))
+    assert not left, f"processes of grading kernels outlived the run: {left}"
+
+
+@pytest.mark.parametrize("student, limit", [("e_fills_memory", "memory limit of 3072 MiB"),
+                                            ("g_burns_cpu", "limit of 8 CPU seconds")])
+def test_a_kernel_over_its_limit_is_stopped_and_named_and_its_neighbour_is_not_touched(limited, student, limit):
+    course, res, scores = limited
+    text = _last_cell(course, student)
+    if os.geteuid() == 0 or student == "g_burns_cpu":  # the memory limit that counts files needs control groups
+        assert "KernelDied" in text and limit in text and "NOT STOPPED" not in text, text
+        assert limit in _rows(course)[student]["message"], _rows(course)[student]
+        assert limit in res.stdout
+    neighbour = {"e_fills_memory": "f_honest", "g_burns_cpu": "h_honest"}[student]
+    assert scores[neighbour] == FULL and scores[student] == FULL

@@ -1,7 +1,8 @@
 """Warm grading kernels (grader/warm.py), graded by real nbgrader through `make grade`'s tool.
 
 Three learners go through one nbgrader process, so through one warm process, in this order: the first leaves a
-file in /tmp for the next and looks for the others' work; an honest one; the last looks for what the first left.
+file in /tmp, shared memory and message queues (System V and POSIX) for the next and looks for the others' work;
+an honest one; the last looks for what the first left.
 Each kernel must see only its own submission and a fresh /tmp, and hold no capability; each is process 1 of its
 own PID namespace (it was forked warm, and every process it starts ends with it). With GRADER_WARM_KERNELS=off
 the same submission is graded by a kernel started cold, with the same score. The attacks of
@@ -41,6 +42,27 @@ LOOK = (
     "      'procs': sorted(p for p in os.listdir('/proc') if p.isdigit())}))\n"
 )
 SETS_TRAPS = "open('/tmp/trap.txt', 'w').write('left by a_sets_traps')\n" + LOOK + MASK
+#: the C library, through a library torch ships: System V shared memory and a message queue, POSIX shared memory
+#: and a message queue, each left behind by one kernel for the next (an added cell, after every test cell)
+_LIBC = ("import ctypes, os, torch\n"
+         "libc = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'), use_errno=True)\n"
+         "libc.shmat.restype = ctypes.c_void_p\n")
+LEAVES_IPC = _LIBC + (
+    "segment = libc.shmget(0x5EC7, 4096, 0o1666)\n"
+    "ctypes.memmove(libc.shmat(segment, None, 0), b'left by a_sets_traps', 20)\n"
+    "queue = libc.msgget(0x5EC8, 0o1666)\n"
+    "fd = libc.shm_open(b'/course-leak', os.O_CREAT | os.O_RDWR, 0o666)\n"
+    "libc.ftruncate(fd, 4096)\n"
+    "mq = libc.mq_open(b'/course-leak', os.O_CREAT | os.O_RDWR, 0o666, None)\n"
+    "print('LEFT', segment >= 0, queue >= 0, fd >= 0, mq >= 0, sorted(os.listdir('/dev/shm')))\n"
+)
+FINDS_IPC = _LIBC + (
+    "found = {'sysv memory': libc.shmget(0x5EC7, 0, 0), 'sysv queue': libc.msgget(0x5EC8, 0),\n"
+    "         'posix memory': libc.shm_open(b'/course-leak', os.O_RDONLY, 0),\n"
+    "         'posix queue': libc.mq_open(b'/course-leak', os.O_RDONLY)}\n"
+    "print('FOUND', sorted(k for k, v in found.items() if v >= 0), sorted(os.listdir('/dev/shm')),\n"
+    "      os.read(0, 10))\n"
+)
 
 
 def _view(course: Path, student: str) -> dict:
@@ -62,7 +84,8 @@ def _scores(course: Path) -> dict[str, float]:
         return {s.student.id: s.score for s in gb.find_assignment(ASSIGNMENT).submissions}
 
 
-def _class(course: Path, learners: dict[str, str | None]) -> None:
+def _class(course: Path, learners: dict[str, str | None], ends: dict[str, str] | None = None) -> None:
+    """A class: each learner's causal_mask cell (None: the solution's) and, for some, a cell added at the end."""
     shutil.copy(ROOT / "nbgrader_config.py", course)
     shutil.copytree(ROOT / "solutions", course / "solutions")
     solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
@@ -71,6 +94,8 @@ def _class(course: Path, learners: dict[str, str | None]) -> None:
         for cell in nb.cells:
             if source and grade_id(cell) == "causal_mask":
                 cell.source = source
+        if (ends or {}).get(student):
+            nb.cells.append(nbformat.v4.new_code_cell(ends[student]))
         folder = course / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{NOTEBOOK}.ipynb")
@@ -79,8 +104,14 @@ def _class(course: Path, learners: dict[str, str | None]) -> None:
 @pytest.fixture(scope="module")
 def warm(tmp_path_factory):
     course = tmp_path_factory.mktemp("warm")
-    _class(course, {"a_sets_traps": SETS_TRAPS, "b_honest": None, "c_finds_traps": LOOK + MASK})
+    _class(course, {"a_sets_traps": SETS_TRAPS, "b_honest": None, "c_finds_traps": LOOK + MASK},
+           ends={"a_sets_traps": LEAVES_IPC, "c_finds_traps": FINDS_IPC})
     return course, _grade(course)
+
+
+def _last_output(course: Path, student: str) -> str:
+    nb = nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    return "".join(o.get("text", "") or f"{o.get('ename')}: {o.get('evalue')}" for o in nb.cells[-1].outputs)
 
 
 def test_every_kernel_sees_its_own_submission_alone_and_holds_no_capability(warm):
@@ -102,10 +133,15 @@ def test_every_kernel_sees_its_own_submission_alone_and_holds_no_capability(warm
 
 
 def test_nothing_an_earlier_kernel_left_reaches_a_later_one(warm):
+    """A file in /tmp, System V shared memory and a message queue, POSIX shared memory and a message queue: the
+    first kernel made each of them; the last one, graded after it by the same warm process, finds none."""
     course, _ = warm
     first, last = _view(course, "a_sets_traps"), _view(course, "c_finds_traps")
     assert "trap.txt" in first["tmp"], first  # it did leave it, in the /tmp of its own
     assert "trap.txt" not in last["tmp"], last
+    assert "LEFT True True True True ['course-leak']" in _last_output(course, "a_sets_traps"), \
+        _last_output(course, "a_sets_traps")
+    assert "FOUND [] [] b''" in _last_output(course, "c_finds_traps"), _last_output(course, "c_finds_traps")
 
 
 def test_a_kernel_started_cold_grades_alike(tmp_path):
