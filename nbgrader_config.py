@@ -161,6 +161,9 @@ c.CourseLatePolicy.points_per_hour = _deadlines.points_per_hour
 # template's name stays nbgrader's choice: "feedback" for feedback, "formgrade" for the formgrader's
 # grading view, which reads this file too.
 c.GenerateFeedback.preprocessors = [HideHiddenTests, MathAsMathML, GetGrades, CSSHTMLHeaderPreprocessor]
+# A learner's outputs are the learner's: a page that shows them (the feedback, the LMS zip, the formgrader in the
+# instructor's browser) keeps their text and figures but runs none of their scripts or active HTML.
+c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.extra_template_basedirs = [
     os.path.join(os.path.dirname(grader.__file__), "templates"),
     os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"),

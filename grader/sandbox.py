@@ -327,6 +327,8 @@ _PATH_WRITE_EVENTS = {  # event -> positions of the path arguments it writes
     "shutil.copyfile": (1,), "shutil.copymode": (1,), "shutil.copystat": (1,), "shutil.copytree": (1,),
     "shutil.move": (0, 1), "shutil.rmtree": (0,), "shutil.chown": (0,), "os.chflags": (0,), "os.lchflags": (0,),
 }
+#: the events that change a name, not the file a link of that name points to
+_NAME_EVENTS = frozenset({"os.remove", "os.rmdir", "os.rename", "os.link", "shutil.move", "shutil.rmtree"})
 _PATH_READ_EVENTS = {"os.listdir": (0,), "os.scandir": (0,), "glob.glob": (0,), "os.walk": (0,)}
 _REFUSED_EVENTS = {
     "subprocess.Popen": "starting a process", "os.system": "starting a process", "os.exec": "starting a process",
@@ -361,6 +363,17 @@ def _real(path) -> str | None:
         return os.path.realpath(os.fsdecode(path))
     except (TypeError, ValueError):
         return None
+
+
+def _real_name(path) -> str | None:
+    """``path`` with its folder resolved as the OS resolves it, its last name kept (a link is itself)."""
+    if isinstance(path, int) or path is None:
+        return None
+    try:
+        path = os.path.abspath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        return None
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
 
 
 def _under(path: str, roots) -> bool:
@@ -420,8 +433,9 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
         if real and ((_under(real, private) and not _under(real, readable)) or _under(real, closed)):
             refuse(f"reading {real} (the instructor's files)")
 
-    def check_write(path):
-        real = _real(path)
+    def check_write(path, itself: bool = False):
+        """``itself``: the name is written (removed, renamed, linked), not what a link there points to."""
+        real = _real_name(path) if itself else _real(path)
         if not real or _under(real, shared + ["/dev/null"]):
             return
         if _under(real, [temp]) and not _under(real, private):  # a course kept under /tmp stays closed
@@ -445,15 +459,15 @@ def install(*, workdir: str, private_roots: list[str], public_roots: list[str], 
             if writing:
                 check_read(path)
         elif event == "os.symlink" and len(args) >= 2:  # the link is written; its target is read from its folder
-            link = _real(args[1]) if not isinstance(args[1], int) else None
-            check_write(args[1])
+            link = _real_name(args[1])
+            check_write(args[1], itself=True)
             target = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes, os.PathLike)) else None
             if target is not None and link is not None:
                 check_write(os.path.join(os.path.dirname(os.path.abspath(os.fsdecode(args[1]))), target))
         elif event in _PATH_WRITE_EVENTS:
             for i in _PATH_WRITE_EVENTS[event]:
                 if i < len(args):
-                    check_write(args[i])
+                    check_write(args[i], itself=event in _NAME_EVENTS)
         elif event in _PATH_READ_EVENTS:
             for i in _PATH_READ_EVENTS[event]:
                 if i < len(args):

@@ -193,8 +193,13 @@ def apply_after(value: Any, after: Any) -> None:
 # Files
 # --------------------------------------------------------------------------
 def write(path: str, message: dict) -> None:
-    """A request (the judge) or a reply (the kernel), as a file."""
-    torch.save(message, path)
+    """A request (the judge) or a reply (the kernel), as a new file: whatever stands at ``path`` (a link the kernel
+    left, to make the judge write elsewhere) is replaced, never written through."""
+    if os.path.lexists(path):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        torch.save(message, f)
 
 
 def read_request(path: str) -> dict:
@@ -203,15 +208,29 @@ def read_request(path: str) -> dict:
 
 
 def read_reply(path: str) -> dict:
-    """The kernel's reply as data (``weights_only``: tensors, numbers, strings, containers), or a failure."""
+    """The kernel's reply as data (``weights_only``: tensors, numbers, strings, containers), or a failure.
+
+    The kernel wrote it, in a folder it can write: the file is opened without following a link, and read only if
+    it is a plain file within :data:`MAX_REPLY_BYTES` (a link to the instructor's files, a pipe that never ends,
+    a file that never stops growing are each a failure of the learner's, read no further)."""
+    import io
+    import stat
+
     try:
-        size = os.path.getsize(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return {"failure": "your function gave no answer (the kernel wrote no reply)"}
-    if size > MAX_REPLY_BYTES:
-        return {"failure": f"your function's result is {size / 2**20:.0f} MiB, over the grader's limit"}
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return {"failure": "the kernel's reply is not a plain file; it was not read"}
+        if st.st_size > MAX_REPLY_BYTES:
+            return {"failure": f"your function's result is {st.st_size / 2**20:.0f} MiB, over the grader's limit"}
+        data = f.read(MAX_REPLY_BYTES + 1)
+    if len(data) > MAX_REPLY_BYTES:
+        return {"failure": "your function's result is over the grader's limit"}
     try:
-        reply = torch.load(path, weights_only=True)
+        reply = torch.load(io.BytesIO(data), weights_only=True)
     except Exception as exc:  # noqa: BLE001 - whatever the kernel wrote: the learner's failure, not the judge's
         return {"failure": f"the grader could not read your function's result as data ({type(exc).__name__})"}
     if not isinstance(reply, dict):

@@ -177,6 +177,21 @@ def _hostile(course: Path) -> dict[str, dict[str, str]]:
             "os.mkfifo('pipe.html')",
             "print('links left:', sorted(os.listdir('.')))",
         ])},
+        # 1b. links where the judge will write its requests and read the replies (the folder and the names are in
+        # the kernel's environment): to a file outside the course, to the grading secret
+        "plants_exchange_links": {END: LIBC + "\n".join([
+            "import json",
+            "exchange = json.loads(os.environ['COURSE_GRADING_SANDBOX'])['exchange']",
+            "for n in range(1, 200):",
+            f"    libc.symlink({str(course / 'PWNED_BY_EXCHANGE')!r}.encode(),",
+            "                 os.path.join(exchange, f'request-{n}.pt').encode())",
+            f"    libc.symlink({str(secret)!r}.encode(), os.path.join(exchange, f'reply-{{n}}.pt').encode())",
+            "print('PLANTED', len(os.listdir(exchange)))",
+        ])},
+        # 1c. a page that runs script in whoever opens it (the instructor's browser, the LMS)
+        "shows_a_script": {END: (
+            "from IPython.display import HTML, display\n"
+            "display(HTML('<script>window.PWNED = 1</script><img src=x onerror=\"window.PWNED = 2\">'))\n")},
         # 2. the learner's own hidden cases, kept by the function and shown by a later cell (and in a page);
         # and the cases carried out in an exception's message
         "hands_out_cases": {
@@ -524,6 +539,21 @@ def test_links_the_kernel_leaves_are_never_followed(graded):
     message = _rows(course)["leaves_links"]["message"]
     assert "a symbolic link" in message and "a named pipe" in message and "leak.html" in message, message
     assert "leaves_links" in res.stdout and "symbolic link" in res.stdout
+
+
+def test_links_where_the_judge_writes_and_reads_are_replaced_not_followed(graded):
+    course, _, scores = graded
+    assert "PLANTED" in _stream(course, "plants_exchange_links")
+    assert not list(course.parent.rglob("PWNED_BY_EXCHANGE")), "the judge wrote through a link"
+    assert scores["plants_exchange_links"] == FULL and (course / SECRET_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_learners_script_runs_in_no_page(graded, feedback):
+    """The learner's own HTML output keeps its text in the feedback page, and none of its script."""
+    course = graded[0]
+    html = (course / "feedback" / "shows_a_script" / ASSIGNMENT / f"{NOTEBOOK}.html").read_text()
+    assert "PWNED" in html  # its text is there (the cell's source, escaped)
+    assert "<script>window.PWNED" not in html and not re.search(r"<img\b[^>]*\bonerror", html), "a live script"
 
 
 def test_no_page_or_zip_carries_the_secret_the_gradebook_or_a_classmate(graded, feedback):
