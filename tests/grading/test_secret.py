@@ -108,8 +108,9 @@ print(json.dumps(seen))
 
 def test_the_grading_kernel_cannot_read_a_secret_kept_outside_the_course(tmp_path):
     """GuardedExecute hands the secret's file to the fence as a private path: the Python fence refuses to open
-    it, and bubblewrap mounts nothing readable in its place (the file is outside /tmp, which bubblewrap empties
-    anyway, and left readable to all, so that only the fence stands in the way)."""
+    it, and bubblewrap shows nothing of it: outside the view (/var/tmp) it is not there at all, and in a folder
+    the kernel may read, the empty file the fence mounts stands in its place (it is left readable to all, so that
+    only the fence stands in the way)."""
     import shutil
     import tempfile
 
@@ -129,12 +130,17 @@ def test_the_grading_kernel_cannot_read_a_secret_kept_outside_the_course(tmp_pat
         if bwrap_works() is not None:
             pytest.fail(f"bubblewrap cannot run here ({bwrap_works()}): make test installs it")
 
-        def cat(hidden):
-            box = ["bwrap", *bwrap_arguments(hidden=hidden, readable=[], writable=[]), "cat", str(secret_file)]
+        def cat(hidden, readable=()):
+            box = ["bwrap", *bwrap_arguments(hidden=hidden, readable=list(readable), writable=[]), "cat",
+                   str(secret_file)]
             return subprocess.run(box, capture_output=True, text=True, timeout=60)
 
-        assert secret.hex() in cat([]).stdout  # nothing else hides it
-        shown = cat([str(secret_file)])
+        # outside the system's folders and the readable ones, it is not in the OS fence's view at all
+        outside = cat([])
+        assert secret.hex() not in outside.stdout and "No such file" in outside.stderr, outside
+        # in a folder the kernel may read, it shows unless it is hidden: the fence hides it
+        assert secret.hex() in cat([], readable=[folder]).stdout  # nothing else hides it there
+        shown = cat([str(secret_file)], readable=[folder])
         assert secret.hex() not in shown.stdout and shown.stdout == "", shown
     finally:
         shutil.rmtree(folder)
