@@ -1,0 +1,1 @@
+"""`make similarity` (placeholder docstring, rewritten below)."""
