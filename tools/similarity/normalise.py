@@ -39,8 +39,18 @@ import math
 from dataclasses import dataclass, field
 
 from tools.similarity.ir import Node, sorted_kids
-from tools.similarity.spelling import (COMMUTATIVE, IDENTITIES, OPERATORS, SHAPE_ARGUMENT, bind, constant_label,
-                                       op_name)
+from tools.similarity.spelling import (
+    COMMUTATIVE,
+    COMPARISONS,
+    FACTORIES_LIKE,
+    IDENTITIES,
+    LOGICAL,
+    OPERATORS,
+    SHAPE_ARGUMENT,
+    bind,
+    constant_label,
+    op_name,
+)
 
 #: helper calls inlined inside each other at most (deeper ones stay calls)
 MAX_INLINE = 8
@@ -167,16 +177,56 @@ def stored_names(stmts: list[ast.stmt]) -> list[str]:
     return found
 
 
-def outside(node: Node, depth: int = 4) -> bool:
-    """A value made from what the function was given (a parameter, or an item of something it loops over),
-    within a few operations: changing it in place is part of what the function does."""
-    if node.op.startswith(("param:", "item", "carry")):
-        return True
-    return depth > 0 and any(outside(k, depth - 1) for k in node.kids)
+#: ops whose result shares its first operand's memory: changing it in place changes the operand
+VIEWS = frozenset({"view", "reshape", "transpose", "permute", "expand", "unsqueeze", "squeeze", "flatten", "narrow",
+                   "select", "unflatten", "movedim", "diagonal", "t", "detach", "view_as", "as_strided"})
+
+
+def outside(node: Node) -> bool:
+    """A value the function was given (a parameter, an item of something it loops over), or a view of one:
+    changing it in place is part of what the function does. A value it made (``torch.zeros_like(x)``) is not."""
+    while True:
+        if node.op.startswith(("param:", "item")):
+            return True
+        if node.op in ("carry", "getitem", "setitem") or node.op.startswith(("attr:", "setattr:")):
+            node = node.kids[0]
+        elif node.op.startswith("call:") and node.op[5:] in VIEWS and node.kids and node.kids[0].op == "arg:self":
+            node = node.kids[0].kids[0]
+        else:
+            return False
+
+
+def receiver_root(e: ast.expr) -> ast.expr:
+    """What an in-place change lands on: ``x`` in ``x[i].mul_(2).add_(1)``."""
+    while True:
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and mutates(e.func.attr):
+            e = e.func.value
+        elif isinstance(e, (ast.Subscript, ast.Attribute)):
+            e = e.value
+        else:
+            return e
 
 
 def mutates(method: str) -> bool:
     return method in MUTATORS or (method.endswith("_") and not method.startswith("_"))
+
+
+def new_axis(index: ast.expr) -> int | None:
+    """The axis an index such as ``[:, None]``, ``[None]`` or ``[..., None]`` inserts (it is ``unsqueeze``);
+    None for any other index."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    nones = [i for i, p in enumerate(parts) if isinstance(p, ast.Constant) and p.value is None]
+    if len(nones) != 1:
+        return None
+    where = nones[0]
+    for i, p in enumerate(parts):
+        full = isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None
+        ellipsis = isinstance(p, ast.Constant) and p.value is Ellipsis and i == 0
+        if i != where and not (full or ellipsis):
+            return None
+    if isinstance(parts[0], ast.Constant) and parts[0].value is Ellipsis:
+        return where - len(parts)
+    return where
 
 
 def einsum_letters(equation: str) -> str:
@@ -428,7 +478,8 @@ class Evaluator:
         else:
             new = self.mk(f"call:{method}", [receiver] + [self.value(a) for a in args], e)
         self.store(e.func.value, new, env, e)
-        if outside(receiver):
+        root = self.ev(receiver_root(e.func.value), env)
+        if isinstance(root, Node) and outside(root):
             self.effects.append(new)
 
     def store(self, target: ast.expr, value, env: dict, at) -> None:
@@ -475,42 +526,61 @@ class Evaluator:
         for n in carried:
             slot = slots[env[n].h] = slots.get(env[n].h, -1) + 1
             inner[n] = placeholders[n] = self.mk("carry", [env[n], self.const(slot)])
-        item = self.mk("item", [it, self.const(self.level)], at)
+        index = self.mk("item", [it, self.const(self.level)], at)
         if target is not None:
-            self.store(target, item, inner, at)
+            it = self.bind_items(target, it, inner, at)
         self.level += 1
         try:
             after, _ = self.block(body, dict(inner))
         finally:
             self.level -= 1
         after = after if after is not None else inner
-        it, item, after = self.direct_iteration(it, item, after, [after.get(n) for n in carried])
+        values = {n: after.get(n) for n in carried if isinstance(after.get(n), Node)}
+        it, values = self.direct_iteration(it, index, values, at)
         out = dict(env)
         for n in carried:
-            out[n] = self.fold(it, item, env[n], placeholders[n], after.get(n), at)
+            out[n] = self.fold(it, env[n], placeholders[n], values.get(n), at)
         for n in stored:
             if n not in carried and isinstance(after.get(n), Node):
                 out[n] = self.mk("last", [it, after[n]], at)
         return out
 
-    def direct_iteration(self, it: Node, item: Node, after: dict, values: list):
-        """``for i in range(len(xs))`` whose body reads only ``xs[i]``: the loop over ``xs`` itself."""
+    def bind_items(self, target: ast.expr, it: Node, env: dict, at) -> Node:
+        """Bind a loop's target to the items it takes; the iteration's canonical node.
+
+        ``for a, b in zip(xs, ys)`` takes an item of ``xs`` and one of ``ys`` in lockstep, whatever their order
+        in the call: its iteration is over the set {xs, ys}."""
+        level = self.const(self.level)
+        if it.op == "call:builtin.zip" and isinstance(target, (ast.Tuple, ast.List)) \
+                and len(target.elts) == len(it.kids) and not any(isinstance(t, ast.Starred) for t in target.elts) \
+                and all(k.op[4:].isdigit() for k in it.kids):
+            seqs = [k.kids[0] for k in it.kids]
+            for t, xs in zip(target.elts, seqs):
+                self.store(t, self.mk("item", [xs, level], at), env, at)
+            return self.mk("zip", sorted_kids(set(seqs)), at)
+        self.store(target, self.mk("item", [it, level], at), env, at)
+        return it
+
+    def direct_iteration(self, it: Node, index: Node, values: dict, at) -> tuple[Node, dict]:
+        """``for i in range(len(xs))`` whose body reads ``i`` only as ``xs[i]`` (or ``xs[i]`` and ``ys[i]``):
+        the loop over ``xs`` itself (over ``xs`` and ``ys`` in lockstep)."""
         if it.op != "call:builtin.range" or len(it.kids) != 1:
-            return it, item, after
+            return it, values
         length = it.kids[0].kids[0]
         if length.op != "getitem" or length.kids[0].op != "attr:shape" or not self.is_const(length.kids[1], 0):
-            return it, item, after
-        xs = length.kids[0].kids[0]
-        old = self.mk("getitem", [xs, item])
-        new_item = self.mk("item", [xs, item.kids[1]])
+            return it, values
+        level = index.kids[1]
         memo: dict[int, Node] = {}
+        seqs: set[Node] = set()
 
         def sub(n: Node) -> Node:
             if n.h in memo:
                 return memo[n.h]
-            if n == old:
-                r = new_item
-            elif n == item:
+            if n.op == "getitem" and n.kids[1] == index:
+                xs = sub(n.kids[0])
+                seqs.add(xs)
+                r = self.mk("item", [xs, level])
+            elif n == index:
                 raise LookupError
             else:
                 kids = [sub(k) for k in n.kids]
@@ -519,12 +589,14 @@ class Evaluator:
             return r
 
         try:
-            new_after = {k: (sub(v) if isinstance(v, Node) else v) for k, v in after.items()}
+            moved = {k: sub(v) for k, v in values.items()}
         except LookupError:
-            return it, item, after
-        return xs, new_item, new_after
+            return it, values
+        if not seqs:
+            return it, values
+        return (next(iter(seqs)) if len(seqs) == 1 else self.mk("zip", sorted_kids(seqs), at)), moved
 
-    def fold(self, it: Node, item: Node, init: Node, carry: Node, body, at) -> Node:
+    def fold(self, it: Node, init: Node, carry: Node, body, at) -> Node:
         """The value a loop leaves in a name it updates: a comprehension, a sum, or the loop itself."""
         if not isinstance(body, Node) or body == carry:
             return init
@@ -622,6 +694,9 @@ class Evaluator:
 
     def ev_Subscript(self, e: ast.Subscript, env):
         base = self.value(self.ev(e.value, env))
+        axis = new_axis(e.slice)
+        if axis is not None:
+            return self.op_call("unsqueeze", [base, self.const(axis)], {}, e)
         return self.index(base, self.subscript_index(e.slice, env), e)
 
     def subscript_index(self, s: ast.expr, env) -> Node:
@@ -701,14 +776,16 @@ class Evaluator:
         left = self.value(self.ev(e.left, env))
         for op, right in zip(e.ops, e.comparators):
             right = self.value(self.ev(right, env))
-            name = COMPARE.get(type(op), "?")
-            a, b = left, right
-            if name in (">", ">="):
-                name, a, b = {">": "<", ">=": "<="}[name], b, a
-            kids = sorted_kids([a, b]) if name in ("==", "!=", "is", "is not") else [a, b]
-            parts.append(self.mk(f"cmp:{name}", kids, e))
+            parts.append(self.compare(COMPARE.get(type(op), "?"), left, right, e))
             left = right
         return parts[0] if len(parts) == 1 else self.mk("and", sorted_kids(parts), e)
+
+    def compare(self, name: str, a: Node, b: Node, at) -> Node:
+        """One comparison, ``a > b`` written as ``b < a``, the operands of ``==`` in canonical order."""
+        if name in (">", ">="):
+            name, a, b = {">": "<", ">=": "<="}[name], b, a
+        kids = sorted_kids([a, b]) if name in ("==", "!=", "is", "is not") else [a, b]
+        return self.mk(f"cmp:{name}", kids, at)
 
     def ev_IfExp(self, e: ast.IfExp, env):
         return self.phi(self.ev(e.test, env), self.ev(e.body, env), self.ev(e.orelse, env), e)
@@ -752,21 +829,20 @@ class Evaluator:
         try:
             for g in e.generators:
                 it = self.value(self.ev(g.iter, inner))
-                item = self.mk("item", [it, self.const(self.level)], e)
-                self.store(g.target, item, inner, e)
+                index = self.mk("item", [it, self.const(self.level)], e)
+                it = self.bind_items(g.target, it, inner, e)
                 self.level += 1
                 conds = [self.value(self.ev(c, inner)) for c in g.ifs]
-                gens.append((it, item, conds))
+                gens.append((it, index, conds))
             values = [self.value(self.ev(x, inner)) for x in elts]
         finally:
             self.level = level
         elt = values[0] if len(values) == 1 else self.mk("pair", values, e)
         out = []
-        for it, item, conds in gens:  # range(len(xs)) read only as xs[i]: xs itself, as the loop does
-            it2, item2, moved = self.direct_iteration(it, item, {"elt": elt, **{str(i): c for i, c in
-                                                                                enumerate(conds)}}, [])
+        for it, index, conds in gens:  # range(len(xs)) read only as xs[i]: xs itself, as the loop does
+            it, moved = self.direct_iteration(it, index, {"elt": elt, **{str(i): c for i, c in enumerate(conds)}}, e)
             elt = moved["elt"]
-            out.append(self.mk("gen", [it2] + [moved[str(i)] for i in range(len(conds))], e))
+            out.append(self.mk("gen", [it] + [moved[str(i)] for i in range(len(conds))], e))
         return self.mk("comp", [elt] + out, e)
 
     # ---------------------------------------------------------------- calls
@@ -789,8 +865,25 @@ class Evaluator:
         if callee.op.startswith("builtin:"):
             return self.builtin_call(callee.op[8:], args, kwargs, e)
         if callee.op.startswith("ex:"):
-            return self.mk(f"call:{callee.op}", self.operands(args, kwargs), e)
+            return self.exercise_call(callee.op[3:], args, kwargs, e)
         return self.mk("callv", [callee] + self.operands(args, kwargs), e)
+
+    def exercise_call(self, name: str, args: list, kwargs: dict, at) -> Node:
+        """A call of another exercise: its operands by position in the exercise's signature, defaults left out."""
+        definition = self.program.functions.get(name)
+        if definition is not None and not isinstance(definition.fn, ast.Lambda):
+            spec = definition.fn.args
+            params = [p.arg for p in spec.posonlyargs + spec.args]
+            defaults = dict(zip(params[len(params) - len(spec.defaults):], spec.defaults))
+            args = list(args)
+            for i, p in enumerate(params):
+                if p in kwargs and i >= len(args):
+                    args += [self.mk("missing")] * (i - len(args)) + [kwargs.pop(p)]
+            while args and params[len(args) - 1:len(args)] and isinstance(defaults.get(params[len(args) - 1]),
+                                                                         ast.Constant) \
+                    and self.is_const(self.value(args[-1]), defaults[params[len(args) - 1]].value):
+                args.pop()
+        return self.mk(f"call:ex:{name}", self.operands(args, kwargs), at)
 
     def operands(self, args: list, kwargs: dict) -> list[Node]:
         return [self.mk(f"arg:{i}", [self.value(a)]) for i, a in enumerate(args)] + \
@@ -861,9 +954,18 @@ class Evaluator:
                 args = [args[0], args[2], args[1]]
         if name in OPERATORS and len(args) == 2 and not kwargs:
             return self.binop(OPERATORS[name], args[0], args[1], at)
+        if name in COMPARISONS and len(args) == 2 and not kwargs:
+            return self.compare(COMPARISONS[name], args[0], args[1], at)
+        if name in LOGICAL and len(args) == 2 and not kwargs:
+            return self.binop(LOGICAL[name], args[0], args[1], at)
+        if name in ("logical_not", "bitwise_not") and len(args) == 1 and not kwargs:
+            return args[0].kids[0] if args[0].op == "~" else self.mk("~", [args[0]], at)
+        if name in FACTORIES_LIKE and len(args) >= 2 and args[1] == self.mk("attr:shape", [args[0]]):
+            name, args = FACTORIES_LIKE[name], [args[0]] + args[2:]
         if name == "log" and len(args) == 1 and not kwargs and args[0].op == "call:softmax":
             name, args, kwargs = "log_softmax", [], {k.op[4:]: k.kids[0] for k in args[0].kids}
-        bound = bind(name, args, kwargs, lambda value, default: value.op == constant_label(default))
+        bound = bind(name, args, kwargs, lambda value, default: value.op == constant_label(default),
+                     lambda value: self.number(value) is not None)
         return self.mk(f"call:{name}", [self.mk(f"arg:{k}", [v]) for k, v in bound], at)
 
 

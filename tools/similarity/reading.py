@@ -177,3 +177,74 @@ def module_program(module_name: str) -> Notebook:
     program = Program()
     program.add(ast.parse(source), 0)
     return Notebook(program, {0: source}, [])
+
+
+class SimilarityError(Exception):
+    """A usage error: its message names the value and the rule."""
+
+
+@dataclass
+class ClassCode:
+    """One assignment's class: every readable submission's notebook, each exercise's reference sources and
+    release, and the submissions skipped (each with why)."""
+
+    slug: str
+    exercises: list[str]
+    learners: dict[str, Notebook]
+    reference: dict[str, list[Code]]
+    release: dict[str, Code]
+    skipped: list[str] = field(default_factory=list)
+
+    def code(self, learner: str, exercise: str) -> Code:
+        return self.learners[learner].code(exercise, frozenset(self.exercises))
+
+
+def read_class(root: Path, slug: str) -> ClassCode:
+    """Read an assignment's submissions, its release and its reference (raises :class:`SimilarityError`)."""
+    from grader.registry import assignments
+
+    table = assignments()
+    if slug not in table:
+        raise SimilarityError(f"unknown assignment {slug!r}: it must be one of {', '.join(sorted(table))}")
+    assignment = table[slug]
+    names = [e.name for e in assignment.exercises]
+    exercises = frozenset(names)
+    release_path = root / "exercises" / slug / assignment.notebook
+    solution_path = root / "solutions" / slug / assignment.notebook
+    try:
+        release_raw, solution_raw = read_notebook(release_path), read_notebook(solution_path)
+    except NotebookError as exc:
+        raise SimilarityError(f"the release {release_path} or its source {solution_path} is unreadable: {exc}; "
+                              "`make exercises` writes the release") from None
+    release, solution = notebook_program(release_raw), notebook_program(solution_raw)
+    given = given_cells(release_raw)
+    reference: dict[str, list[Code]] = {}
+    for ex in assignment.exercises:
+        sources = [module_program(f.__module__).code(f.__name__, exercises, f"{f.__module__}.{f.__qualname__}")
+                   for f in reference_functions(ex)]
+        sources.append(solution.code(ex.name, exercises, f"solutions/{slug}/{assignment.notebook}"))
+        reference[ex.name] = [s for s in sources if s.graph is not None]
+
+    folder = root / "submitted"
+    students = sorted(p.name for p in folder.iterdir() if is_real_folder(p) and is_real_folder(p / slug)) \
+        if is_real_folder(folder) else []
+    linked = sorted(p.name for p in folder.iterdir() if (p / slug).exists() and p.name not in students) \
+        if is_real_folder(folder) else []
+    skipped = [f"student {s!r}, submitted/{s}/{slug}: a link (links are never followed)" for s in linked]
+    if not students and not skipped:
+        raise SimilarityError(f"no submissions of {slug!r}: a submission is {folder}/<student>/{slug}/"
+                              f"{assignment.notebook}")
+    learners: dict[str, Notebook] = {}
+    for student in students:
+        path = folder / student / slug / assignment.notebook
+        shown = path.relative_to(root)
+        if not os.path.lexists(path):
+            skipped.append(f"student {student!r}, {shown}: missing (the assignment's notebook is "
+                           f"{assignment.notebook})")
+            continue
+        try:
+            learners[student] = notebook_program(read_notebook(path), given)
+        except NotebookError as exc:
+            skipped.append(f"student {student!r}, {shown}: {exc}")
+    return ClassCode(slug, names, learners, reference,
+                     {name: release.code(name, exercises) for name in names}, skipped)

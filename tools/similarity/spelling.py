@@ -33,6 +33,14 @@ ALIASES = {
 }
 #: ops that are Python's operators, written as functions or methods
 OPERATORS = {"matmul": "@", "add": "+", "mul": "*", "div": "/", "sub": "-", "pow": "**"}
+#: ops that are Python's comparisons
+COMPARISONS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "eq": "==", "ne": "!="}
+#: ops that are Python's bitwise operators on boolean tensors
+LOGICAL = {"logical_and": "&", "logical_or": "|", "logical_xor": "^", "bitwise_and": "&", "bitwise_or": "|",
+           "bitwise_xor": "^"}
+#: ``x.new_ones(x.shape)`` is ``torch.ones_like(x)``
+FACTORIES_LIKE = {"new_ones": "ones_like", "new_zeros": "zeros_like", "new_empty": "empty_like",
+                  "new_full": "full_like"}
 #: ops that return their input's values unchanged (a copy or a layout change): the value is the receiver
 IDENTITIES = frozenset({"contiguous", "clone", "as_tensor"})
 #: ops whose shape argument may be spelled as separate numbers; the value is where the shape starts
@@ -54,8 +62,8 @@ def op_name(path: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def signatures(name: str) -> tuple[tuple[tuple[str, bool, object], ...], ...]:
-    """The op's argument lists (one per overload): (name, keyword-only, default) per argument.
+def signatures(name: str) -> tuple[tuple[tuple[str, bool, object, bool], ...], ...]:
+    """The op's argument lists (one per overload): (name, keyword-only, default, a tensor) per argument.
 
     A function written in Python (``F.interpolate``) has its Python signature; a native op has torch's
     schemas (``aten::sum``'s overloads); an op with neither has none, and keeps its arguments as written.
@@ -70,7 +78,7 @@ def signatures(name: str) -> tuple[tuple[tuple[str, bool, object], ...], ...]:
             if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
                 break
             return (tuple((p.name, p.kind == p.KEYWORD_ONLY,
-                           None if p.default is inspect.Parameter.empty else p.default) for p in params),)
+                           None if p.default is inspect.Parameter.empty else p.default, False) for p in params),)
     if name.startswith("_") or not name.isidentifier():
         return ()
     try:
@@ -81,7 +89,8 @@ def signatures(name: str) -> tuple[tuple[tuple[str, bool, object], ...], ...]:
     for s in schemas:
         if "out" in s.overload_name or any(a.name == "out" for a in s.arguments):
             continue
-        out.append(tuple((a.name, a.kwarg_only, a.default_value) for a in s.arguments))
+        out.append(tuple((a.name, a.kwarg_only, a.default_value, str(a.type).startswith("Tensor") and
+                          not str(a.type).startswith("Tensor[]")) for a in s.arguments))
     return tuple(out)
 
 
@@ -103,12 +112,14 @@ def constant_label(value: object) -> str | None:
     return None
 
 
-def bind(name: str, args: list, kwargs: dict, is_default) -> list[tuple[str, object]]:
+def bind(name: str, args: list, kwargs: dict, is_default, is_number) -> list[tuple[str, object]]:
     """The call's operands named by the op's signature, defaults left out: ``[("self", x), ("dim", -1)]``.
 
-    ``is_default(value, default)`` says whether an operand equals a signature's default. With no overload
-    that takes these arguments, positional operands are named by position (``"0"``, ``"1"``) and keywords
-    by their name.
+    The overload is the first that takes these arguments, a number never standing for a tensor operand
+    (``x.max(-1)`` is ``max(self, dim)``, not ``max(self, other)``). ``is_default(value, default)`` says
+    whether an operand equals a signature's default, ``is_number(value)`` whether it is a constant number.
+    With no overload that takes the arguments, positional operands are named by position (``"0"``,
+    ``"1"``) and keywords by their name.
     """
     for params in signatures(name):
         positional = [p for p in params if not p[1]]
@@ -117,6 +128,9 @@ def bind(name: str, args: list, kwargs: dict, is_default) -> list[tuple[str, obj
             continue
         given = dict(zip((p[0] for p in positional), args))
         if set(given) & set(kwargs):
+            continue
+        tensors = {p[0] for p in params if p[3]}
+        if any(is_number(v) for k, v in {**given, **kwargs}.items() if k in tensors):
             continue
         given.update(kwargs)
         return [(p[0], given[p[0]]) for p in params if p[0] in given and not is_default(given[p[0]], p[2])]

@@ -1,4 +1,5 @@
-from tests.grading.similarity import class_a_attention as att, class_a_vit as vit
+from tests.grading.similarity import class_a_attention as att
+from tests.grading.similarity import class_a_vit as vit
 from tests.grading.similarity.planted import Copy, Submission
 
 LEARNERS = {}

@@ -114,7 +114,8 @@ def run_notebook(slug: str, sub: Submission) -> dict:
 
 
 def check(name: str, only: list[str] = ()) -> int:
-    from grader.registry import assignments, check as hidden_check
+    from grader.registry import assignments
+    from grader.registry import check as hidden_check
 
     failed = 0
     module = load(name)
