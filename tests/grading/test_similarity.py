@@ -30,7 +30,7 @@ from tools.similarity.command import main
 from tools.similarity.normalise import Program, exercise_graph
 from tools.similarity.reading import MAX_NOTEBOOK_BYTES
 
-CLASSES = ("a",)
+CLASSES = ("a", "b")
 SLUGS = ("02-attention", "09-vision-transformer")
 EXERCISES = frozenset({"attention_scores", "masked_softmax", "causal_mask", "scaled_dot_product_attention",
                        "patchify", "patch_embed", "prepend_cls_add_pos", "vit_forward", "interpolate_pos_embed",
@@ -70,17 +70,27 @@ def test_every_planted_copy_is_flagged_whatever_its_disguise(reported, slug):
     copies = planted.planted_pairs(module.COPIES, slug)
     by_pair = {pair_of(r): r for r in rows[slug]}
     missed = {pair: (how, by_pair[pair]["score"]) for pair, how in copies.items() if by_pair[pair]["flagged"] != "yes"}
-    assert len(copies) >= 14 and not missed, missed
+    assert len(copies) >= 10 and not missed, missed
 
 
 @pytest.mark.parametrize("slug", SLUGS)
 def test_no_independent_pair_is_flagged(reported, slug):
+    """None, but for a learner who worked alone and wrote the solution's own code (class B's Juno): flagged
+    against the reference and the classmate who pasted it, as a pasted solution must be; their code is at
+    least 95% alike the reference on every exercise."""
     module, rows, _ = reported
     copies = planted.planted_pairs(module.COPIES, slug)
     independent = [r for r in rows[slug] if pair_of(r) not in copies]
     n = len(module.LEARNERS[slug])
     assert len(independent) == n * (n - 1) // 2 + n - len(copies)  # every pair and every learner/reference
-    assert [(pair_of(r), r["score"]) for r in independent if r["flagged"] == "yes"] == []
+    flagged = [r for r in independent if r["flagged"] == "yes"]
+    assert [(pair_of(r), r["score"]) for r in flagged if not set(pair_of(r)) & module.SOLUTION_LIKE] == []
+    pasted = {c.copier for c in module.COPIES if c.slug == slug and c.source == REFERENCE}
+    for r in flagged:
+        assert set(pair_of(r)) - module.SOLUTION_LIKE <= pasted | {REFERENCE}, r
+    for learner in module.SOLUTION_LIKE:
+        [row] = [r for r in rows[slug] if pair_of(r) == (learner, REFERENCE)]
+        assert min(float(row[f"{e.name} alike"]) for e in _exercises(slug)) >= 0.95, row
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -357,10 +367,11 @@ def test_hostile_code_and_names_get_nothing(tmp_path, capsys):
     hostile = {
         "attention_scores": f"def attention_scores(q, k):\n    open({str(marker)!r}, 'w')\n"
                             "    return attention_scores(q, k)\n",
-        "masked_softmax": "def masked_softmax(scores, mask=None):\n    return " + "(scores + " * 150 + "1" + ")" * 150,
+        "masked_softmax": "def masked_softmax(scores, mask=None):\n    return " + " + ".join(["scores"] * 20000),
         "causal_mask": "def causal_mask(n):\n    x = torch.ones(n, n)\n" + "".join(
-            f"    x = f{i}(x) + f{i}(x)\n" for i in range(12)) + "    return x\n" + "".join(
-            f"def f{i}(y):\n    return f{i + 1}(y) * f{i + 1}(y + 1)\n" for i in range(40)),
+            f"    x = f0(x) + f0(x + {i})\n" for i in range(12)) + "    return x\n" + "".join(
+            f"def f{i}(y):\n    return f{i + 1}(y) * f{i + 1}(y + 1) - f{i + 1}(y + 2) / f{i + 1}(y + 3)\n"
+            for i in range(40)),
     }
     submit(root, "mal", "02-attention", hostile)
     big = root / "submitted" / "zoe" / "02-attention" / "attention.ipynb"
@@ -369,6 +380,8 @@ def test_hostile_code_and_names_get_nothing(tmp_path, capsys):
     assert main(["--root", str(root), "--assignment", "02-attention"]) == 1
     assert "skipped student 'zoe'" in capsys.readouterr().err and not marker.exists()
     page = (root / "similarity" / "02-attention.html").read_text(encoding="utf-8")
+    assert "<li>mal: causal_mask, too large to compare (more than 2000 helper calls)</li>" in page  # 4^8 calls
+    assert "<li>mal: cell 7</li>" in page  # 20,000 terms: Python's parser gives up, the cell is named
     assert name not in page and html.escape(name) in page
     rows = read_csv(root / "similarity" / "02-attention.csv")
     assert "'" + name in {r["learner_a"] for r in rows} | {r["learner_b"] for r in rows}

@@ -37,7 +37,8 @@ from tools.similarity.compare import ExerciseMatrix
 
 #: the third participant that measures the class's closeness is the NEAREST-th closest to both sides
 NEAREST = 3
-#: in a class too small to be its own yardstick (fewer than NEAREST third participants), the missing ones count
+#: in a class too small to be its own yardstick (fewer than NEAREST third participants who solved the exercise),
+#: the missing ones count
 #: as this alike to both sides: independent solutions of an exercise are about half alike (the median pair of
 #: the planted classes' exercises: 0.38 to 0.56)
 PRIOR = 0.5
@@ -119,19 +120,23 @@ def evidence(similar: float | np.ndarray, classmates: float | np.ndarray):
     return np.maximum(0.0, np.log((1 - classmates + EPSILON) / (1 - similar + EPSILON)))
 
 
-def through_class(similar: np.ndarray) -> np.ndarray:
-    """``t[i, j]``: the NEAREST-th largest, over every third participant ``c``, of ``min(similar[i, c],
-    similar[j, c])`` (PRIOR standing for each third participant a small class lacks)."""
+def through_class(similar: np.ndarray, solved: np.ndarray) -> np.ndarray:
+    """``t[i, j]``: the NEAREST-th largest, over every third participant ``c`` who solved the exercise
+    (``solved[c]``: counted code), of ``min(similar[i, c], similar[j, c])``; PRIOR stands for each such
+    participant a small class lacks. A learner who left the exercise as released says nothing of how alike
+    its solutions are."""
     n = similar.shape[0]
     out = np.full((n, n), PRIOR)
     rows = np.arange(n)
+    thirds = int(solved.sum()) - solved[:, None].astype(int) - solved[None, :].astype(int)  # (i, j)
     for i in range(n):
         both = np.minimum(similar[i][None, :], similar)  # row j, column c
+        both[:, ~solved] = -1.0
         both[:, i] = -1.0
         both[rows, rows] = -1.0
-        missing = max(0, NEAREST - (n - 2))
-        both = np.concatenate([both, np.full((n, missing), PRIOR)], axis=1)
-        out[i] = np.partition(both, -NEAREST, axis=1)[:, -NEAREST]
+        missing = np.maximum(0, NEAREST - thirds[i])  # per row j
+        prior = np.where(np.arange(NEAREST)[None, :] < missing[:, None], PRIOR, -1.0)
+        out[i] = np.partition(np.concatenate([both, prior], axis=1), -NEAREST, axis=1)[:, -NEAREST]
     return out
 
 
@@ -143,7 +148,7 @@ def calibrate(matrices: list[ExerciseMatrix]) -> list[Pair]:
     n = len(learners)
     per_exercise = []
     for m in matrices:
-        t = through_class(m.similar)
+        t = through_class(m.similar, m.sizes >= COUNTED)
         e = evidence(m.similar, t)
         sizes = m.sizes
         per_exercise.append((m, t, e, sizes))

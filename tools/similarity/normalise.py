@@ -54,8 +54,10 @@ from tools.similarity.spelling import (
 
 #: helper calls inlined inside each other at most (deeper ones stay calls)
 MAX_INLINE = 8
-#: values one exercise may make at most (a hostile notebook cannot make the report run for long)
+#: values one exercise may make at most, and helper calls it may inline (a hostile notebook cannot make the
+#: report run for long: the course's largest solution makes about 400 values and inlines a dozen calls)
 MAX_NODES = 60_000
+MAX_CALLS = 2_000
 #: a string longer than this is any string (an error message, not an operand such as "bicubic")
 MAX_STRING = 40
 #: methods that change the object they are called on (the name's value becomes the call's)
@@ -257,6 +259,7 @@ class Evaluator:
         self.helpers: list[Definition] = []  # the learner's functions the exercise reaches, in order
         self.loading: set[str] = set()
         self.effects: list[Node] = []  # changes to objects the function was given (an update in place)
+        self.calls = 0
 
     # ---------------------------------------------------------------- nodes
     def mk(self, op: str, kids=(), at: ast.AST | None = None) -> Node:
@@ -361,6 +364,9 @@ class Evaluator:
             return self.memo[key]
         if id(target.fn) in self.inlining or len(self.inlining) >= MAX_INLINE:
             return self.mk("call:helper", [self.value(a) for a in args], at)
+        self.calls += 1
+        if self.calls > MAX_CALLS:
+            raise TooLarge(f"more than {MAX_CALLS} helper calls")
         if isinstance(target, Definition) and target not in self.helpers:
             self.helpers.append(target)
             self.names.add(target.name)

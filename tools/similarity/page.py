@@ -131,6 +131,11 @@ def render(cls: ClassCode, matrices: list[ExerciseMatrix], pairs: list[Pair], th
         out.append("<h2>Cells that do not parse (not compared)</h2><ul>" + "".join(
             f"<li>{e(s)}: cell{'s' if len(c) > 1 else ''} {', '.join(str(i + 1) for i in c)}</li>"
             for s, c in unparsed) + "</ul>")
+    large = [(m.learners[i], m.name, side.code.problem) for m in matrices for i, side in enumerate(m.sides)
+             if side.code.problem.startswith("too large")]
+    if large:
+        out.append("<h2>Code not compared</h2><ul>" + "".join(
+            f"<li>{e(who)}: {e(name)}, {e(why)}</li>" for who, name, why in sorted(large)) + "</ul>")
     out.append(f"<h2>Ranked pairs: the {len(flagged)} flagged, then the next {len(shown) - len(flagged)}</h2>"
                "<table><tr><th>#</th><th>pair</th><th>score</th><th>carried by</th>"
                + "".join(f"<th>{e(m.name)}<br><span class='short'>alike / class</span></th>" for m in matrices)

@@ -9,3 +9,6 @@ for slug, module in (("02-attention", att), ("09-vision-transformer", vit)):
     for c in module.COPIES:
         LEARNERS[slug][c["learner"]] = Submission(c["cells"], c.get("added", []))
         COPIES.append(Copy(slug, c["learner"], c["source"], c["disguise"]))
+
+#: learners who worked alone and whose code is the reference's (none in class A)
+SOLUTION_LIKE: set[str] = set()
