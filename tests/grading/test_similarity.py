@@ -27,7 +27,8 @@ from nbtools import ROOT
 from tests.grading.similarity import planted
 from tools.similarity.calibrate import REFERENCE, THRESHOLD, quantised
 from tools.similarity.command import main
-from tools.similarity.normalise import Program, exercise_graph
+from tools.similarity.normalise import exercise_graph
+from tools.similarity.program import Program
 from tools.similarity.reading import MAX_NOTEBOOK_BYTES
 
 CLASSES = ("a", "b")

@@ -7,8 +7,10 @@ and each pair is scored against how alike the rest of the class is. One module p
 * :mod:`tools.similarity.reading`: what is read, as hostile input: every code cell a learner wrote or
   changed (added cells included), the release, the reference;
 * :mod:`tools.similarity.normalise`: an exercise as the graph of values it computes, with what a disguise
-  changes normalised away (:mod:`tools.similarity.ir`: the graph and its features;
-  :mod:`tools.similarity.spelling`: one spelling per torch call);
+  changes normalised away: the evaluator's statements and functions there, its expressions, calls and loops
+  in :mod:`~tools.similarity.expressions`, :mod:`~tools.similarity.calls` and :mod:`~tools.similarity.loops`;
+  the notebook's top level in :mod:`~tools.similarity.program`; one spelling per torch call in
+  :mod:`~tools.similarity.spelling`; the graph and its features in :mod:`~tools.similarity.ir`;
 * :mod:`tools.similarity.compare`: how alike two sides' code of an exercise is;
 * :mod:`tools.similarity.calibrate`: each pair's evidence, measured against its classmates; the flag;
 * :mod:`tools.similarity.page` and :mod:`tools.similarity.table`: the page and the CSV;

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from grader.notebook import cells_of, learner_code
 from tools.similarity.ir import Node
-from tools.similarity.normalise import ExerciseGraph, Program, TooLarge, exercise_graph
+from tools.similarity.normalise import ExerciseGraph, TooLarge, exercise_graph
+from tools.similarity.program import Program
 
 #: a notebook larger than this is not read (the course's largest submitted notebook is far below 1 MB)
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
