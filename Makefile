@@ -16,9 +16,9 @@
 #   make grade-scheduler  Dask's scheduler for that cluster (SCHEDULER_HOST=127.0.0.1, SCHEDULER_PORT=8786)
 #   make grade-worker  SCHEDULER=tcp://HOST:8786: a grading worker for this clone (WORKER_NAME=<name>)
 #   make feedback   HTML feedback for every graded submission, hidden tests not shown
-#   make similarity the pairs of learners (and learner and reference) whose exercise code is too alike, ranked,
-#                   side by side, into similarity/<assignment>.html; never changes a grade (ASSIGNMENT=slug[,slug];
-#                   THRESHOLD=0.6; SIMILARITY_OUT=<folder>)
+#   make similarity the pairs of learners (and learner and reference) whose code is far more alike than the class's,
+#                   ranked, side by side, into similarity/<assignment>.html and .csv; never changes a grade
+#                   (ASSIGNMENT=slug[,slug]; THRESHOLD=0.55; SIMILARITY_OUT=<folder>)
 #   make export-grades  the gradebook as CSV for Canvas, Moodle and nbgrader into exports/ (ROSTER=roster.csv:
 #                   id,name,email adds names and every learner on it; MISSING=zero: 0 for no submission)
 #   make hub        as root: set up and start the course's JupyterHub for a class on this machine (HUB_PORT=8000,

@@ -1,0 +1,5 @@
+import sys
+
+from tools.similarity.command import main
+
+sys.exit(main())
