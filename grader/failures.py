@@ -9,3 +9,7 @@ class ExerciseFailure(AssertionError):
 
 class ForbiddenCall(ExerciseFailure):
     """The learner's function called the reference or a fused routine."""
+
+
+class NotWritten(ExerciseFailure):
+    """The learner's function still raises the release's stub: it is not written yet."""
