@@ -23,9 +23,9 @@ from nbgrader.preprocessors import (
 
 import grader
 from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests, grading_secret_file
+from grader.failures import STUB
 from grader.late import CourseLatePolicy, DeadlineError, read_deadlines
 from grader.mathml import MathAsMathML
-from grader.notebook import STUB
 from grader.secret import GradingSecretError
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file

@@ -33,10 +33,9 @@ from .compare import (
     values_agree,
 )
 from .diagnosis import Mistake, first_divergence, match_mistake, match_table_mistake, match_value_mistake
-from .failures import ExerciseFailure, NotWritten
+from .failures import STUB, STUB_MESSAGE, ExerciseFailure, NotWritten
 from .guards import ShapeWatch
 from .learner import Learner, as_learner
-from .notebook import STUB, STUB_MESSAGE
 
 
 def call_learner(learner: Learner | Callable, case: Case, name: str, forbidden: Iterable[Callable] = (),

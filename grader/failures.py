@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+#: what a solution cell holds in the release, under ``# YOUR CODE HERE`` (nbgrader's code stub, nbgrader_config.py)
+STUB_MESSAGE = "not implemented yet"
+STUB = f'raise NotImplementedError("{STUB_MESSAGE}")'
+
 
 class ExerciseFailure(AssertionError):
     """A hidden test found the learner's function wrong; the message says how."""

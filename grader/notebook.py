@@ -27,9 +27,6 @@ from typing import Any, Iterator
 #: code, which grading neither runs nor reads as the learner's, and feedback leaves out with its heading
 CHECK_CELL = "check_your_work"
 CHECK_HEADING = "check_your_work_intro"
-#: what a solution cell holds in the release, under ``# YOUR CODE HERE`` (nbgrader's code stub, nbgrader_config.py)
-STUB_MESSAGE = "not implemented yet"
-STUB = f'raise NotImplementedError("{STUB_MESSAGE}")'
 #: the hidden part of a test cell (group 1: its code)
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS\n?", re.S)
 

@@ -26,7 +26,8 @@ import pytest
 import torch
 
 from grader import practice
-from grader.notebook import STUB, is_check_cell, metadata
+from grader.failures import STUB
+from grader.notebook import is_check_cell, metadata
 from grader.registry import assignments as registry
 from nbtools import ROOT, assignments, notebooks, read_cells, solution_namespace
 
@@ -298,7 +299,7 @@ def test_an_untouched_release_quotes_its_stub_as_the_cell_has_it(slug):
         assert verdict.status == "not written", verdict
         assert f"replace the line `{stubs[name]}` with your code" in verdict.message, (stubs[name], verdict.message)
         assert "NotImplementedError()" not in verdict.message
-    assert set(stubs.values()) == {STUB}, "the release's stub is nbgrader_config.py's, grader.notebook.STUB"
+    assert set(stubs.values()) == {STUB}, "the release's stub is nbgrader_config.py's, grader.failures.STUB"
 
 
 def test_a_not_implemented_error_of_torch_is_a_failure_not_an_unwritten_function():
