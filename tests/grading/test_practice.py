@@ -312,9 +312,9 @@ def test_a_not_implemented_error_of_torch_is_a_failure_not_an_unwritten_function
 
 @pytest.mark.parametrize("slug", ["02-attention", "08-efficient-attention"])
 def test_the_report_shows_no_seed_timing_or_empty_batch_shape(slug):
-    """Every catalogued mistake of the two assignments whose cases are labelled with their batch shape."""
+    """Every catalogued mistake of the exercises whose cases are labelled with their batch shape."""
     texts = []
-    for entry in catalogue(slug):
+    for entry in (e for e in catalogue(slug) if slug == "02-attention" or e["exercise"] == "online_softmax_attention"):
         ns = release_namespace(slug, {entry["exercise"]: entry["source"]})
         _, verdicts = practice.practice(slug, [entry["exercise"]], namespace=ns, seed=PRACTICE_SEEDS[0])
         texts.append(practice.report(slug, verdicts))
