@@ -35,6 +35,7 @@
 #                   resumes from _build/zoo/<name>.pt; on the GPU when there is one)
 #   make zoo-check  re-run each recipe up to its stored curve's first record, 25 updates (MODEL=<name>: one;
 #                   minutes); make test re-runs the first 5 of each
+#   make constraints  re-pin the dependency tree (constraints.txt) after changing requirements.txt
 
 PYTHON ?= python3
 comma := ,

@@ -23,6 +23,7 @@ from nbgrader.preprocessors import (
 
 import grader
 from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests, grading_secret_file
+from grader.failures import STUB
 from grader.late import CourseLatePolicy, DeadlineError, read_deadlines
 from grader.mathml import MathAsMathML
 from grader.secret import GradingSecretError
@@ -77,7 +78,7 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 
 # What a learner sees in place of a solution.
 c.ClearSolutions.code_stub = {
-    "python": "# YOUR CODE HERE\nraise NotImplementedError(\"not implemented yet\")",
+    "python": "# YOUR CODE HERE\n" + STUB,
 }
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 

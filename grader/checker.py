@@ -33,7 +33,7 @@ from .compare import (
     values_agree,
 )
 from .diagnosis import Mistake, first_divergence, match_mistake, match_table_mistake, match_value_mistake
-from .failures import ExerciseFailure, learner_text
+from .failures import STUB, STUB_MESSAGE, ExerciseFailure, NotWritten, learner_text
 from .guards import ShapeWatch
 from .learner import Learner, as_learner
 
@@ -51,9 +51,10 @@ def call_learner(learner: Learner | Callable, case: Case, name: str, forbidden: 
         return as_learner(learner, name).call(case, name, forbidden, allowed, watch)
     except ExerciseFailure:
         raise
-    except NotImplementedError:
-        raise ExerciseFailure(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
-                              "with your code.") from None
+    except NotImplementedError as exc:
+        if exc.args in ((), (STUB_MESSAGE,)):  # the release's stub (or a bare one of the learner's)
+            raise NotWritten(f"{name} is not implemented yet: replace the line `{STUB}` with your code.") from None
+        raise ExerciseFailure(f"{name} raised NotImplementedError: {learner_text(exc)} ({label}).") from None
     except Exception as exc:  # the learner's bug, reported with the case
         raise ExerciseFailure(f"{name} raised {learner_text(type(exc).__name__, 60)}: {learner_text(exc)} ({label})."
                               + integer_dtype_hint(case)) from None

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+#: what a solution cell holds in the release, under ``# YOUR CODE HERE`` (nbgrader's code stub, nbgrader_config.py)
+STUB_MESSAGE = "not implemented yet"
+STUB = f'raise NotImplementedError("{STUB_MESSAGE}")'
+
 
 class ExerciseFailure(AssertionError):
     """A hidden test found the learner's function wrong; the message says how."""
@@ -32,3 +36,7 @@ def learner_text(value: object, limit: int = LEARNER_TEXT) -> str:
         text = f"<{type(value).__name__[:40]}>"
     text = printable(text)
     return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters not shown)"
+
+
+class NotWritten(ExerciseFailure):
+    """The learner's function still raises the release's stub: it is not written yet."""

@@ -124,6 +124,21 @@ class Exercise:
     def forbidden(self) -> tuple:
         return tuple(f for comp in self.comparisons for f in comp.forbidden)
 
+    @property
+    def reference(self) -> Callable:
+        """The reference function, as the learner's is called (its comparisons share it)."""
+        return self.comparisons[0].reference
+
+    def run(self, learner: Learner, name: str, seed: int | None) -> None:
+        """Every step, in order, on the learner's function (adapted, where the exercise adapts it)."""
+        if self.adapt:
+            learner = learner.adapted(self.adapt)
+        for step in self.steps:
+            if isinstance(step, Comparison):
+                step.run(learner, name, seed)
+            else:
+                step(learner, name, seed)
+
 
 @dataclass(frozen=True)
 class Assignment:
@@ -157,12 +172,34 @@ def assignments() -> dict[str, Assignment]:
     return dict(sorted(found.items()))
 
 
-def exercise(slug: str, name: str) -> Exercise:
-    """The registry entry of one exercise; a clear KeyError names what exists."""
+def assignment(slug: str) -> Assignment:
+    """One assignment, by slug; a clear KeyError names what exists.
+
+    Its module is named after the slug without its number (``02-attention``:
+    :mod:`grader.assignments.attention`), so that module alone is imported:
+    a learner's kernel that checks one assignment does not import the reference
+    of every chapter. A slug whose module is named otherwise is found among them all.
+    """
+    module_name = f"{__package__}.assignments.{slug.partition('-')[2].replace('-', '_')}"
+    if module_name.rpartition(".")[2].isidentifier():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+        else:
+            found = getattr(module, "ASSIGNMENT", None)
+            if found is not None and found.slug == slug:
+                return found
     table = assignments()
     if slug not in table:
         raise KeyError(f"no assignment {slug!r}; the assignments are {sorted(table)}")
-    return table[slug].exercise(name)
+    return table[slug]
+
+
+def exercise(slug: str, name: str) -> Exercise:
+    """The registry entry of one exercise; a clear KeyError names what exists."""
+    return assignment(slug).exercise(name)
 
 
 def check(slug: str, name: str, learner: Any, *, seed: int | None = None) -> None:
@@ -184,11 +221,5 @@ def check(slug: str, name: str, learner: Any, *, seed: int | None = None) -> Non
     learner = as_learner(learner, name)
     if not learner.is_callable:
         raise ExerciseFailure(f"{name} is not a function (got {learner.type_name}).")
-    if ex.adapt:
-        learner = learner.adapted(ex.adapt)
-    for step in ex.steps:
-        if isinstance(step, Comparison):
-            step.run(learner, name, seed)
-        else:
-            step(learner, name, seed)
+    ex.run(learner, name, seed)
     return None

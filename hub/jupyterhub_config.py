@@ -104,7 +104,7 @@ if admin_token:
                                     "scopes": ["admin:users", "admin:servers", "tokens", "list:users"]})
 
 # --- this machine's own settings (another log-in, TLS, limits): state/jupyterhub_config_local.py, if present,
-# is read last (README, "A class on one machine", has an LTI 1.3 example)
+# is read last (guides/hub.md, "Log-in", has an LTI 1.3 example)
 local = STATE / "jupyterhub_config_local.py"
 if local.is_file():
     load_subconfig(str(local))  # noqa: F821 - provided by traitlets in a config file

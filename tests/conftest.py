@@ -52,7 +52,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 #: modules whose tests are independent and hold no costly module fixture: spread test by test
 SPREAD = {
     "test_catalogues.py", "test_portability.py", "test_solutions_nbval.py", "test_reference_stability.py",
-    "test_judge.py", "test_static.py", "test_zoo.py", "test_book_browser.py",
+    "test_judge.py", "test_static.py", "test_zoo.py", "test_book_browser.py", "test_practice.py",
 }
 #: the units that take longest (minutes of CPU each, by `make test`'s slowest tests), handed out first in
 #: this order; an entry matches the units (test ids, or module and notebook paths) that start with it

@@ -73,3 +73,15 @@ def test_notation_glossary_and_exercise_guide_are_pages_of_the_book(built):
     intro = (built / "intro.html").read_text()
     for page in ("notation.html", "glossary.html", "working-on-exercises.html", "bibliography.html"):
         assert page in intro, f"the front page does not lead to {page}"
+
+
+def test_the_front_page_is_the_learners_and_leads_to_the_guides(built):
+    intro = (built / "intro.html").read_text()
+    assert "A learning path" in intro and "<table" in intro, "the front page lost its learning path"
+    for term in ("make grade", "nbval", "grades.csv"):
+        text = re.sub(r"<nav.*?</nav>", "", intro, flags=re.S)  # the sidebar names every page of the book
+        assert term not in text, f"the learner's front page shows {term!r}"
+    for guide in sorted((ROOT / "guides").glob("*.md")):
+        page = f"guides/{guide.stem}.html"
+        assert (built / page).exists(), f"{page} was not built"
+        assert f'href="{page}"' in intro, f"the front page's navigation does not lead to {page}"

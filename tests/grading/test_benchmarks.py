@@ -44,3 +44,13 @@ def test_tokenizer_stream_benchmark_runs(capsys):
     assert "encode_iterable:" in out and "peak memory" in out
     with pytest.raises(SystemExit):
         main(["--megabytes", "0"])
+
+
+def test_check_your_work_benchmark_times_a_fresh_kernels_first_check_and_the_next(capsys):
+    main = runpy.run_path(str(ROOT / "benchmarks" / "check_your_work.py"))["main"]
+    main(["--assignment", "02-attention", "--learner", "unscaled", "--show"])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("02-attention"))
+    first, again = (float(x.rstrip("s")) for x in row.split()[1:3])
+    assert first > 0 and again > 0, row
+    assert "✗ scaled_dot_product_attention  the fault is in attention_scores" in out, out

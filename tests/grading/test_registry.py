@@ -42,11 +42,22 @@ def test_every_hidden_test_is_the_one_line_naming_its_exercise(assignment):
             f"{assignment}/{cell.grade_id}: the hidden block must be one line naming the exercise, not {blocks}")
 
 
+@pytest.mark.parametrize("assignment", assignments())
+def test_an_assignment_found_by_its_slug_alone_is_the_registrys(assignment):
+    """registry.assignment imports the one module named after the slug; it finds what the whole registry has."""
+    assert grader.registry.assignment(assignment) is registry()[assignment]
+    assert grader.registry.exercise(assignment, registry()[assignment].exercises[0].name) is \
+        registry()[assignment].exercises[0]
+
+
 def test_an_unknown_assignment_or_exercise_is_named_with_what_exists():
     with pytest.raises(KeyError, match="no assignment '02-atention'.*02-attention"):
         grader.check("02-atention", "attention_scores", lambda q, k: q)
     with pytest.raises(KeyError, match="no exercise 'attention_score'.*attention_scores"):
         grader.check("02-attention", "attention_score", lambda q, k: q)
+    for slug in ("attention", "99-attention", "02-attention-", "02-", ""):  # a module's name, not its slug
+        with pytest.raises(KeyError, match=f"no assignment {slug!r}; the assignments are .*02-attention"):
+            grader.registry.assignment(slug)
 
 
 def test_something_not_callable_fails_the_exercise_by_name():
