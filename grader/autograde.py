@@ -192,6 +192,23 @@ class GuardedExecute(Execute):
         self.log.warning("%s: %s", self._student, text)
         self._notes.append(text)
 
+    async def async_start_new_kernel_client(self):
+        """nbclient's kernel start; a kernel that does not come up has its own output (its launcher's reason, a
+        traceback) in the grader's log."""
+        try:
+            return await super().async_start_new_kernel_client()
+        except Exception:
+            tail = getattr(getattr(self.km, "output", None), "text", lambda: "")()
+            ended = self.km.ended(wait=1.0) if isinstance(self.km, FencedKernelManager) else {}
+            self.log.error("the grading kernel did not start (%s); its output:\n%s", ended or "no end recorded",
+                           tail[-3000:] or "(none)")
+            raise
+
+    def start_new_kernel_client(self):
+        from nbclient.util import run_sync
+
+        return run_sync(self.async_start_new_kernel_client)()
+
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         if getattr(self, "_fence_dir", None) and isinstance(km, FencedKernelManager):

@@ -360,7 +360,7 @@ def start(settings: dict, plan: dict, become: callable) -> Started:
             os.close(report_r)
             code = _middle(plan, own, limits, uid, procs, mapped, to_middle_r, to_caller_w, report_w, become)
         except BaseException as exc:  # noqa: BLE001 - reported, then this process ends
-            _say(to_caller_w, f"error the enclosure failed: {exc}")
+            _say(to_caller_w, f"error the enclosure failed: {_where(exc)}")
         finally:
             os._exit(code)
     os.close(to_middle_r)
@@ -411,6 +411,14 @@ class _quiet:
         return exc[0] is not None and issubclass(exc[0], OSError)
 
 
+def _where(exc: BaseException) -> str:
+    """An error of the enclosure and the line of this module it came from (for the grader's log)."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == __file__]
+    return f"{exc} (at {frames[-1].name}: {frames[-1].line})" if frames else str(exc)
+
+
 def _say(fd: int, line: str) -> None:
     try:
         os.write(fd, (line.replace("\n", " ") + "\n").encode())
@@ -423,6 +431,7 @@ def _middle(plan, own, limits, uid, procs, mapped, from_caller, to_caller, repor
     forks the kernel (process 1 of the new PID namespace), and ends with its status."""
     die_with_parent()
     cgroups.join(procs)
+    outside_uid, outside_gid = os.getuid(), os.getgid()  # read before unshare: after it, they are unmapped
     _check(_libc.unshare(_NAMESPACES | (_CLONE_NEWCGROUP if procs else 0)), "unshare")
     if mapped:  # the caller, which holds the privilege, maps this namespace's root to the kernel's own user
         _say(to_caller, "unshared")
@@ -434,7 +443,7 @@ def _middle(plan, own, limits, uid, procs, mapped, from_caller, to_caller, repor
     else:  # not root: the namespace's root is the grader's own user
         with open("/proc/self/setgroups", "w") as f:
             f.write("deny")
-        for name, outside in (("uid_map", os.getuid()), ("gid_map", os.getgid())):
+        for name, outside in (("uid_map", outside_uid), ("gid_map", outside_gid)):
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(f"0 {outside} 1")
     os.close(from_caller)
@@ -459,7 +468,7 @@ def _middle(plan, own, limits, uid, procs, mapped, from_caller, to_caller, repor
             import traceback
 
             traceback.print_exc()
-            _say(to_caller, f"error the enclosure failed: {exc}")
+            _say(to_caller, f"error the enclosure failed: {_where(exc)}")
         finally:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -45,6 +45,7 @@ import argparse
 import contextlib
 import csv
 import datetime as dt
+import getpass
 import hashlib
 import json
 import math
@@ -758,6 +759,11 @@ def main(argv: list[str] | None = None) -> int:
     elif not secret_file:
         print("make grade: GRADING_SECRET_FILE=none: the hidden cases are the registry's, which every learner "
               "can draw from the repository")
+    if os.geteuid() != 0:
+        print(f"make grade: grading as {getpass.getuser()}, not root: each kernel has namespaces, a view and "
+              "limits of its own, but runs as this user and in no control group of its own (its memory limit "
+              "does not count its files in /tmp); grade as root (sudo make grade) for a user and control groups "
+              "per kernel")
 
     problems: list[Problem] = []
     if args.zip is not None:
