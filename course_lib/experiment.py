@@ -286,9 +286,9 @@ def claim(statement: str, value: Any, op: str, threshold: Any, *, glue: str | No
                          "({} or {:.2f} where it goes); a check the reader need not see is check(...)")
     c = evaluate(statement, value, op, threshold, shown)
     text = c.sentence().strip()
-    if not (text[:1].isupper() or text[:1].isdigit()) or not text.endswith("."):
-        raise ValueError(f"claim: {statement!r} must be a sentence: start with a capital letter or a digit and "
-                         "end with a full stop")
+    if not (text[:1].isupper() or text[:1].isdigit() or text[:1] in "'\"") or not text.endswith("."):
+        raise ValueError(f"claim: {statement!r} must be a sentence: start with a capital letter, a digit or a "
+                         "quotation mark and end with a full stop")
     _log(c, shown=True)
     if glue is not None:
         quote(glue, c.value)
