@@ -291,8 +291,9 @@ READING_FACTS = """(screen) => {
       .filter(shown).filter(e => e.getBoundingClientRect().top >= below - 1);
   candidates.sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top);
   const first = candidates[0];
-  const isProse = e => e && !e.closest("div.cell, pre, figure, table")
-      && ["P", "UL", "OL", "DL"].includes(e.tagName) || (e && e.matches("div.admonition"));
+  // prose: text, not code, a code cell or its output, a figure, an image or a table
+  const isProse = e => !!e && !e.closest("div.cell, pre, figure, table") && !["IMG", "PRE"].includes(e.tagName)
+      && e.innerText.trim().length > 0;
   const prose = [...article.querySelectorAll("p, li, dd")].filter(shown)
       .filter(e => !e.closest("div.cell, pre, table, details.course-claim"))
       .filter(e => e.getBoundingClientRect().top < screen)
