@@ -21,6 +21,11 @@ today's sources has stale outputs.
     python -m tools.notebooks refresh --all    # re-execute every chapter notebook
     python -m tools.notebooks refresh chapters/02-attention/scaling-and-masks.ipynb
 
+The notebooks also keep the book readable: the code a reader sees (every cell not tagged ``remove-input``
+or ``remove-cell``; folded ``hide-*`` cells included) calls none of ``course_lib.experiment``'s checking
+helpers (``claim``, ``check``, ``quote`` belong in cells the book removes), and no line of it, nor of its
+printed output, is longer than :data:`LINE_WIDTH` characters, what the book's text column holds.
+
 A refresh writes the outputs on torch's portable CPU kernels (``ATEN_CPU_CAPABILITY=default``, no SIMD:
 :func:`writing_kernels`), with the notebooks' own one thread. ``make test`` then runs every notebook on the
 machine's own kernels (AVX2 or AVX-512 on an x86-64 machine) and compares: a stored output that only one
