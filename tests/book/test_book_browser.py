@@ -14,8 +14,8 @@ test 60% slower). The page also teaches before it checks (issue 43): no code a r
 checking helpers (``claim(``, ``check(``, ``quote(``), nothing a reader sees is cut off (no code block,
 printed output or finding wider than its column at 1280 px; on the chapters' pages the code also fits
 without the stylesheet's wrapping, so no line of it wraps), the first screen under the title is prose,
-and every finding reads as a sentence with its number. Sphinx's search must find chapters from its local index. Without a browser: every
-relative link, and every #fragment, of every built page resolves inside the build, no reference is
+and every finding reads as a sentence with its number. Sphinx's search must find chapters from its
+local index. Without a browser: every relative link, and every #fragment, of every built page resolves inside the build, no reference is
 left unresolved, and no page or stylesheet names a script, style or font on another host.
 """
 
