@@ -1,22 +1,22 @@
 """The built book as a reader gets it: served over http, read in headless Chromium with the network cut.
 
-Every page in _toc.yml (each chapter's index, notebooks and exercise, the root page, the back
-matter) is loaded from a local server in Chromium started with background networking off, host
-resolution disabled for every host but 127.0.0.1, and every request to another host aborted and
-recorded. Each page must then have its math typeset by the MathJax the book serves itself (no TeX
-left raw, no MathJax error), the figures of its notebook's stored outputs present, every image
-loaded, every figure described by an alt text, no request off the machine, no failed load, no
-script error, the theme's CSS applied, no harness text in sight (nbval's markers, COURSE_SEED, the
-"Running on" line of a set-up cell, which the book folds, a claim's raw "[measured ...]" check, which a
-finding folds); a screenshot of what a reader first sees is saved per page
-(under pytest's tmp_path; the checks above read the whole page's DOM, and a full-page image made the
-test 60% slower). The page also teaches before it checks (issue 43): no code a reader sees calls the
-checking helpers (``claim(``, ``check(``, ``quote(``), nothing a reader sees is cut off (no code block,
-printed output or finding wider than its column at 1280 px; on the chapters' pages the code also fits
-without the stylesheet's wrapping, so no line of it wraps), the first screen under the title is prose,
-and every finding reads as a sentence with its number. Sphinx's search must find chapters from its
-local index. Without a browser: every relative link, and every #fragment, of every built page resolves inside the build, no reference is
-left unresolved, and no page or stylesheet names a script, style or font on another host.
+Every page in _toc.yml (each chapter's index, notebooks and exercise, the root page, the back matter) is
+loaded from a local server in Chromium started with background networking off, host resolution disabled
+for every host but 127.0.0.1, and every request to another host aborted and recorded. Each page must
+then have its math typeset by the MathJax the book serves itself (no TeX left raw, no MathJax error),
+the figures of its notebook's stored outputs present, every image loaded, every figure described by an
+alt text, no request off the machine, no failed load, no script error, the theme's CSS applied, no
+harness text in sight (nbval's markers, COURSE_SEED, the "Running on" line of a set-up cell, which the
+book folds, a claim's raw "[measured ...]" check, which a finding folds); a screenshot of what a reader
+first sees is saved per page (under pytest's tmp_path; the checks above read the whole page's DOM, and a
+full-page image made the test 60% slower). The page also teaches before it checks (issue 43): no code a
+reader sees calls the checking helpers (``claim(``, ``check(``, ``quote(``), nothing a reader sees is
+cut off (no code block, printed output or finding wider than its column at 1280 px; on the chapters'
+pages the code also fits without the stylesheet's wrapping, so no line of it wraps), the first screen
+under the title is prose, and every finding reads as a sentence with its number. Sphinx's search must
+find chapters from its local index. Without a browser: every relative link, and every #fragment, of
+every built page resolves inside the build, no reference is left unresolved, and no page or stylesheet
+names a script, style or font on another host.
 """
 
 from __future__ import annotations
