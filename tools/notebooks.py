@@ -21,6 +21,11 @@ today's sources has stale outputs.
     python -m tools.notebooks refresh --all    # re-execute every chapter notebook
     python -m tools.notebooks refresh chapters/02-attention/scaling-and-masks.ipynb
 
+The notebooks also keep the book readable: the code a reader sees (every cell not tagged ``remove-input``
+or ``remove-cell``; folded ``hide-*`` cells included) calls none of ``course_lib.experiment``'s checking
+helpers (``claim``, ``check``, ``quote`` belong in cells the book removes), and no line of it, nor of its
+printed output, is longer than :data:`LINE_WIDTH` characters, what the book's text column holds.
+
 A refresh writes the outputs on torch's portable CPU kernels (``ATEN_CPU_CAPABILITY=default``, no SIMD:
 :func:`writing_kernels`), with the notebooks' own one thread. ``make test`` then runs every notebook on the
 machine's own kernels (AVX2 or AVX-512 on an x86-64 machine) and compares: a stored output that only one
@@ -96,6 +101,16 @@ def cell_code(source: str) -> str:
         return source
 
 
+#: how many characters a line of code or printed output may have where the book shows it (or folds it): the text
+#: column holds about 93 at 1280 px (_static/course.css), so nothing a reader sees is cut off or wrapped
+LINE_WIDTH = 88
+#: tags that keep a cell's code out of the book (its outputs show); ``hide-*`` fold it one click away
+REMOVED_INPUT = ("remove-input", "remove-cell", "remove_input", "remove_cell")
+FOLDED_INPUT = ("hide-input", "hide-cell", "hide_input", "hide_cell")
+REMOVED_OUTPUT = ("remove-output", "remove-cell", "remove_output", "remove_cell")
+#: the calls that check the prose (course_lib.experiment): they belong in cells the book removes
+CHECK_CALLS = re.compile(r"(?<![\w.])(claim|check|quote)\(")
+
 #: the tags of a chapter notebook's set-up cell (imports, ``SEED = start()``, the device): folded in the book
 #: (``hide-cell``), its output (the device's name) not compared by nbval
 HARNESS_TAGS = ("hide-cell", "nbval-ignore-output")
@@ -120,7 +135,7 @@ def problems(path: Path) -> list[str]:
             if "\r" in text or "it/s]" in text:
                 found.append(f"code cell {i} stored a live progress bar (run with COURSE_STATIC_OUTPUT=1)")
     for i, cell in enumerate(code, 1):
-        found += [f"code cell {i}: {p}" for p in marker_problems(cell)]
+        found += [f"code cell {i}: {p}" for p in marker_problems(cell) + reading_problems(cell)]
     if "widgets" in nb.metadata:
         found.append("widget state saved in the metadata")
     stamp = nb.metadata.get(STAMP, {}).get("outputs_digest")
@@ -145,6 +160,34 @@ def marker_problems(cell: nbformat.NotebookNode) -> list[str]:
                      "truly unstable, a timing, a device name)")
     if re.search(r"^SEED = start\(", cell.source, re.M) and not set(HARNESS_TAGS) <= set(tags):
         found.append(f"the set-up cell (SEED = start()) is not tagged {' and '.join(HARNESS_TAGS)}")
+    return found
+
+
+def reading_problems(cell: nbformat.NotebookNode) -> list[str]:
+    """What of a code cell gets in the reader's way in the book: the checking in code the reader sees (claims,
+    checks and quotes belong in a cell tagged ``remove-input`` or ``remove-cell``), and a line of code or of
+    printed output too long for the text column (:data:`LINE_WIDTH`)."""
+    found = []
+    tags = set(cell.metadata.get("tags", []))
+    if not tags & set(REMOVED_INPUT):
+        calls = sorted({m.group(1) for m in CHECK_CALLS.finditer(cell.source)})
+        if calls and not tags & set(FOLDED_INPUT):
+            found.append(f"calls {', '.join(calls)}() in code the reader sees: move them to a cell tagged "
+                         "remove-input (a claim's finding shows) or remove-cell (checks and quotes)")
+        long = [n for n, line in enumerate(cell.source.splitlines(), 1) if len(line) > LINE_WIDTH]
+        if long:
+            found.append(f"code lines longer than {LINE_WIDTH} characters (lines {long[:5]}): the book's column "
+                         "cuts them")
+    if not tags & set(REMOVED_OUTPUT):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text = out.get("text", "") if out.get("output_type") == "stream" else (
+                "" if "text/html" in data or any(m.startswith("image/") for m in data) else data.get("text/plain", ""))
+            text = "".join(text) if isinstance(text, list) else text
+            if any(len(line) > LINE_WIDTH for line in text.splitlines()):
+                found.append(f"printed output with lines longer than {LINE_WIDTH} characters: the book's column "
+                             "cuts them")
+                break
     return found
 
 

@@ -1,18 +1,22 @@
 """The built book as a reader gets it: served over http, read in headless Chromium with the network cut.
 
-Every page in _toc.yml (each chapter's index, notebooks and exercise, the root page, the back
-matter) is loaded from a local server in Chromium started with background networking off, host
-resolution disabled for every host but 127.0.0.1, and every request to another host aborted and
-recorded. Each page must then have its math typeset by the MathJax the book serves itself (no TeX
-left raw, no MathJax error), the figures of its notebook's stored outputs present, every image
-loaded, every figure described by an alt text, no request off the machine, no failed load, no
-script error, the theme's CSS applied, no harness text in sight (nbval's markers, COURSE_SEED, the
-"Running on" line of a set-up cell, which the book folds, a claim's raw "[measured ...]" check, which a
-finding folds); a screenshot of what a reader first sees is saved per page
-(under pytest's tmp_path; the checks above read the whole page's DOM, and a full-page image made the
-test 60% slower). Sphinx's search must find chapters from its local index. Without a browser: every
-relative link, and every #fragment, of every built page resolves inside the build, no reference is
-left unresolved, and no page or stylesheet names a script, style or font on another host.
+Every page in _toc.yml (each chapter's index, notebooks and exercise, the root page, the back matter) is
+loaded from a local server in Chromium started with background networking off, host resolution disabled
+for every host but 127.0.0.1, and every request to another host aborted and recorded. Each page must
+then have its math typeset by the MathJax the book serves itself (no TeX left raw, no MathJax error),
+the figures of its notebook's stored outputs present, every image loaded, every figure described by an
+alt text, no request off the machine, no failed load, no script error, the theme's CSS applied, no
+harness text in sight (nbval's markers, COURSE_SEED, the "Running on" line of a set-up cell, which the
+book folds, a claim's raw "[measured ...]" check, which a finding folds); a screenshot of what a reader
+first sees is saved per page (under pytest's tmp_path; the checks above read the whole page's DOM, and a
+full-page image made the test 60% slower). The page also teaches before it checks (issue 43): no code a
+reader sees calls the checking helpers (``claim(``, ``check(``, ``quote(``), nothing a reader sees is
+cut off (no code block, printed output or finding wider than its column at 1280 px; on the chapters'
+pages the code also fits without the stylesheet's wrapping, so no line of it wraps), the first screen
+under the title is prose, and every finding reads as a sentence with its number. Sphinx's search must
+find chapters from its local index. Without a browser: every relative link, and every #fragment, of
+every built page resolves inside the build, no reference is left unresolved, and no page or stylesheet
+names a script, style or font on another host.
 """
 
 from __future__ import annotations
@@ -268,6 +272,67 @@ PAGE_FACTS = """() => {
   };
 }"""
 
+# What a reader meets before the checking (issue 43): the code they see, blocks wider than the column, the
+# first screen, and each finding's sentence.
+READING_FACTS = """(screen) => {
+  const article = document.querySelector("article.bd-article") || document.querySelector("main");
+  const shown = e => e.checkVisibility() && e.getBoundingClientRect().height > 0;
+  const code = [...article.querySelectorAll(".cell_input pre, div.highlight pre")].filter(shown);
+  const calls = code.map(p => p.innerText).filter(t => /(^|[^\\w.])(claim|check|quote)\\(/.test(t))
+      .map(t => t.slice(0, 80));
+  const wide = sel => [...article.querySelectorAll(sel)].filter(shown)
+      .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right
+                   > article.getBoundingClientRect().right + 1)
+      .map(e => `${e.scrollWidth}px in ${e.clientWidth}px: ${e.innerText.split("\\n")[0].slice(0, 60)}`);
+  const title = article.querySelector("h1");
+  const below = title ? title.getBoundingClientRect().bottom : 0;
+  const candidates = [...article.querySelectorAll(
+      "p, ul, ol, dl, div.cell, figure, table, pre, div.admonition, details, img, section > div")]
+      .filter(shown).filter(e => e.getBoundingClientRect().top >= below - 1);
+  candidates.sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top);
+  const first = candidates[0];
+  // prose: text, not code, a code cell or its output, a figure, an image or a table
+  const isProse = e => !!e && !e.closest("div.cell, pre, figure, table") && !["IMG", "PRE"].includes(e.tagName)
+      && e.innerText.trim().length > 0;
+  const prose = [...article.querySelectorAll("p, li, dd")].filter(shown)
+      .filter(e => !e.closest("div.cell, pre, table, details.course-claim"))
+      .filter(e => e.getBoundingClientRect().top < screen)
+      .map(e => e.innerText).join(" ");
+  const findings = [...article.querySelectorAll("details.course-claim > summary")].map(s => ({
+      text: s.innerText.trim(),
+      values: [...s.querySelectorAll(".course-claim-value")].map(v => v.innerText)}));
+  return {calls, wide: [...wide("pre"), ...wide("details.course-claim > summary"), ...wide("table")],
+          first: first ? `${first.tagName.toLowerCase()}.${first.className}: ${first.innerText.slice(0, 60)}` : null,
+          first_is_prose: isProse(first), prose_chars: prose.length, findings};
+}"""
+UNWRAP_CODE = "pre { white-space: pre !important; overflow-wrap: normal !important; }"
+#: the visible prose a first screen (1280 x 900) holds under the title, at least
+FIRST_SCREEN_PROSE = 150
+#: a finding: a sentence (a capital or a digit first, a full stop last) with at least one number in it
+FINDING = re.compile(r"^[A-Z0-9'\"(].*\.$", re.S)
+
+
+def reading_problems(docname: str, facts: dict, unwrapped_wide: list[str]) -> list[str]:
+    """What keeps a page from teaching first, from its :data:`READING_FACTS` (and, for a chapter's page, the
+    blocks that are too wide with the stylesheet's wrapping of code switched off)."""
+    problems = []
+    if facts["calls"]:
+        problems.append(f"code a reader sees calls the checking helpers: {facts['calls'][:3]}")
+    if facts["wide"]:
+        problems.append(f"blocks wider than the column at 1280 px (cut off): {facts['wide'][:3]}")
+    if unwrapped_wide:
+        problems.append(f"code or output that only fits because the stylesheet wraps it: {unwrapped_wide[:3]}")
+    if not facts["first_is_prose"]:
+        problems.append(f"the first thing under the title is not prose: {facts['first']}")
+    if facts["prose_chars"] < FIRST_SCREEN_PROSE:
+        problems.append(f"the first screen holds {facts['prose_chars']} characters of prose "
+                        f"(fewer than {FIRST_SCREEN_PROSE})")
+    for f in facts["findings"]:
+        if not FINDING.match(f["text"]) or not any(re.search(r"\d", v) for v in f["values"]):
+            problems.append(f"a finding that is not a sentence with its number: {f['text'][:80]!r}")
+    return problems
+
+
 # TeX that MathJax should have replaced: display dollars, environments, \( or \[ delimiters, inline
 # $...$ that holds TeX (a backslash, ^, _ or braces); or a dollar left beside a typeset formula (a
 # $$ block that the Markdown parser read as inline math, e.g. one not indented inside a list item).
@@ -287,6 +352,12 @@ def test_page_reads_offline(docname, reader, tmp_path):
         mathjax = page.evaluate(WAIT_FOR_MATHJAX, MATHJAX_TIMEOUT_MS)
         page.evaluate(WAIT_FOR_IMAGES, IMAGES_TIMEOUT_MS)
         facts = page.evaluate(PAGE_FACTS)
+        reading = page.evaluate(READING_FACTS, page.viewport_size["height"])
+        unwrapped_wide = []
+        if docname.startswith("chapters/"):  # the chapters' code is written to fit unwrapped
+            style = page.add_style_tag(content=UNWRAP_CODE)
+            unwrapped_wide = page.evaluate(READING_FACTS, page.viewport_size["height"])["wide"]
+            style.evaluate("e => e.remove()")
         prose = page.evaluate(VISIBLE_PROSE, MATH)
         shown = page.evaluate("() => document.body.innerText")  # what a reader sees, code included, folds shut
         shot = tmp_path / f"{docname.replace('/', '__')}.png"
@@ -345,6 +416,8 @@ def test_page_reads_offline(docname, reader, tmp_path):
     harness = [m for m in HARNESS_TEXT if m in shown]
     if harness:
         problems.append(f"harness text a reader sees: {harness}")
+    # (g) the page teaches first: no checking in sight, nothing cut off, prose first, findings as sentences
+    problems += reading_problems(docname, reading, unwrapped_wide)
     # (d) a screenshot of the page as it opens, not blank
     if shot.stat().st_size < 20_000:
         problems.append(f"the screenshot is nearly empty ({shot.stat().st_size} bytes)")

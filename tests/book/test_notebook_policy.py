@@ -107,6 +107,39 @@ def test_the_set_up_cell_is_folded_in_the_book_and_its_device_not_compared(tmp_p
     assert notebooks.problems(write(tmp_path, nb)) == []
 
 
+@pytest.mark.parametrize("call", ['claim("The loss is {:.2f}.", loss, "<", 1)', 'check("no NaN", n, "==", 0)',
+                                  'quote("loss", loss)'])
+def test_checking_in_code_the_reader_sees_is_flagged_and_a_removed_cell_is_not(tmp_path, call):
+    nb = good_notebook()
+    nb.cells[1].source = f"loss = 0.5\n{call}"
+    found = notebooks.problems(write(tmp_path, stamped(nb)))
+    assert any("in code the reader sees" in p and call.split("(")[0] in p for p in found)
+    for tags in (["remove-input"], ["remove-cell"]):
+        nb.cells[1].metadata["tags"] = tags
+        assert not any("reader sees" in p for p in notebooks.problems(write(tmp_path, stamped(nb))))
+    nb.cells[1].metadata["tags"] = []
+    nb.cells[1].source = "loss = 0.5\nprint(precheck(loss), self.claim(loss), my_quote(1))"  # other names
+    assert not any("reader sees" in p for p in notebooks.problems(write(tmp_path, stamped(nb))))
+
+
+def test_a_line_wider_than_the_column_is_flagged_in_code_and_in_printed_output(tmp_path):
+    wide = "x" * (notebooks.LINE_WIDTH + 1)
+    nb = good_notebook()
+    nb.cells[1].source = f"{wide} = 2\n{wide}"
+    found = notebooks.problems(write(tmp_path, stamped(nb)))
+    assert any(f"longer than {notebooks.LINE_WIDTH} characters (lines [1, 2])" in p for p in found)
+    nb.cells[1].metadata["tags"] = ["remove-input"]  # the book shows no code: any width
+    assert not any("longer than" in p for p in notebooks.problems(write(tmp_path, stamped(nb))))
+    nb = good_notebook()
+    nb.cells[0].outputs = [new_output("stream", name="stdout", text=f"short\n{wide}\n")]
+    assert any("printed output" in p for p in notebooks.problems(write(tmp_path, nb)))
+    nb.cells[0].metadata["tags"] = ["remove-output"]
+    assert notebooks.problems(write(tmp_path, nb)) == []
+    nb = good_notebook()  # a finding is HTML the book wraps: its plain-text line may be long
+    nb.cells[0].outputs = [new_output("display_data", data={"text/plain": wide, "text/html": "<p>x</p>"})]
+    assert notebooks.problems(write(tmp_path, nb)) == []
+
+
 def test_a_comment_changes_no_stamp_and_code_does(tmp_path):
     nb = good_notebook()
     nb.cells[1].source = "# the sum, spelled out\n1 + 1  # two"

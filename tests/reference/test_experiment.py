@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from course_lib import experiment
-from course_lib.experiment import ClaimFailed, claim, evaluate, generator, quote, reseed, start
+from course_lib.experiment import ClaimFailed, check, claim, evaluate, generator, quote, reseed, start
 from nbtools import ROOT
 
 
@@ -93,13 +93,40 @@ def test_nan_never_holds():
     assert not evaluate("s", math.nan, "in", (0, 1)).holds
 
 
-def test_a_claim_prints_its_statement_and_measurement_and_fails_the_cell(capsys):
-    claim("test accuracy above 0.7", torch.tensor(0.83), ">", 0.7)
+def test_a_claim_prints_its_sentence_with_its_number_and_fails_the_cell(capsys):
+    claim("The test accuracy is {:.2f}.", torch.tensor(0.83), ">", 0.7)
     line = capsys.readouterr().out.strip()
-    assert line.startswith("✓ test accuracy above 0.7  [measured 0.83 > 0.7, margin +0.13")
-    with pytest.raises(ClaimFailed, match=r"'loss below 1'.*measured 2, needs < 1"):
-        claim("loss below 1", 2.0, "<", 1.0)
-    assert capsys.readouterr().out.startswith("✗ loss below 1")
+    assert line.startswith("✓ The test accuracy is ⟨0.83⟩.  [measured 0.83 > 0.7, margin +0.13")
+    with pytest.raises(ClaimFailed, match=r"'The loss is \{:.1f\}\.'.*measured 2, needs < 1"):
+        claim("The loss is {:.1f}.", 2.0, "<", 1.0)
+    assert capsys.readouterr().out.startswith("✗ The loss is ⟨2.0⟩.")
+
+
+def test_a_claim_shows_the_other_numbers_its_sentence_names():
+    c = evaluate("The ViT reaches {vit:.2f} and the CNN {cnn:.2f}: a gap of {:.2f}.", 0.3, ">", 0.1,
+                 {"vit": 0.6, "cnn": 0.9})
+    assert c.sentence() == "The ViT reaches 0.60 and the CNN 0.90: a gap of 0.30."
+    with pytest.raises(ValueError, match=r"names fields \['cnn'\] that are not given"):
+        evaluate("The CNN reaches {cnn:.2f}, {:.2f} more.", 0.3, ">", 0.1)
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("the accuracy is {:.2f}.", "must be a sentence"),
+    ("The accuracy is {:.2f}", "must be a sentence"),
+    ("The accuracy is high.", "no field for the measured value"),
+    ("The accuracy is {acc:.2f}.", "no field for the measured value"),
+])
+def test_a_finding_is_a_sentence_with_its_number(statement, message):
+    with pytest.raises(ValueError, match=message):
+        claim(statement, 0.8, ">", 0.5, acc=0.8)
+
+
+def test_a_check_shows_nothing_and_fails_the_cell(capsys):
+    check("no coordinates outside the values' range", 0, "==", 0)
+    assert capsys.readouterr().out == ""
+    with pytest.raises(ClaimFailed, match=r"'no NaN in the gradient'.*measured 3, needs == 0"):
+        check("no NaN in the gradient", 3, "==", 0)
+    assert capsys.readouterr().out == ""
 
 
 def test_relative_margins_scale_by_the_threshold():
@@ -127,12 +154,15 @@ def test_claims_are_logged_for_the_seeds_run(clean_env, tmp_path):
     clean_env.setenv("COURSE_CLAIMS_LOG", str(log))
     clean_env.setenv("COURSE_NOTEBOOK", "chapters/x/y.ipynb")
     clean_env.setenv("COURSE_SEED", "4")
-    claim("a holds", 2.0, ">", 1.0)
+    claim("A holds at {:.1f}.", 2.0, ">", 1.0)
+    check("b holds", 2.0, ">", 1.0)
     with pytest.raises(ClaimFailed):
-        claim("b fails", 0.0, ">", 1.0)
+        claim("C fails at {:.1f}.", 0.0, ">", 1.0)
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [(r["statement"], r["holds"], r["seed"], r["notebook"]) for r in records] == [
-        ("a holds", True, 4, "chapters/x/y.ipynb"), ("b fails", False, 4, "chapters/x/y.ipynb")]
+    assert [(r["statement"], r["holds"], r["shown"], r["seed"], r["notebook"]) for r in records] == [
+        ("A holds at {:.1f}.", True, True, 4, "chapters/x/y.ipynb"),
+        ("b holds", True, False, 4, "chapters/x/y.ipynb"),
+        ("C fails at {:.1f}.", False, True, 4, "chapters/x/y.ipynb")]
 
 
 def test_quote_needs_an_identifier():
@@ -154,30 +184,34 @@ def sanitize(text: str) -> str:
     return text
 
 
-def test_nbval_compares_a_claims_statement_and_verdict_but_not_its_measurement():
-    here = evaluate("the deep residual net trains better", 0.123456, "<", 0.5).line()
-    there = evaluate("the deep residual net trains better", 0.1301, "<", 0.5).line()
+SENTENCE = "The deep residual net ends at a loss of {:.2f}, under half the plain net's ({plain:.2f})."
+
+
+def test_nbval_compares_a_claims_sentence_and_verdict_but_not_its_numbers():
+    here = evaluate(SENTENCE, 0.123456, "<", 0.5, {"plain": 0.91}).line()
+    there = evaluate(SENTENCE, 0.1301, "<", 0.5, {"plain": 0.9}).line()
     assert here != there and sanitize(here) == sanitize(there)
-    flipped = evaluate("the deep residual net trains better", 0.6, "<", 0.5).line()
+    flipped = evaluate(SENTENCE, 0.6, "<", 0.5, {"plain": 0.9}).line()
     assert sanitize(flipped) != sanitize(here), "a verdict that flips must show in nbval"
-    other = evaluate("the deep plain net trains better", 0.123456, "<", 0.5).line()
+    other = evaluate(SENTENCE.replace("residual", "plain"), 0.123456, "<", 0.5, {"plain": 0.9}).line()
     assert sanitize(other) != sanitize(here)
-    between = evaluate("inside", 0.5, "in", (0.1, 0.9)).line()
-    assert sanitize(between) == "✓ inside  [measured ...]"
+    between = evaluate("Inside at {:.1f}.", 0.5, "in", (0.1, 0.9)).line()
+    assert sanitize(between) == "✓ Inside at ⟨…⟩.  [measured ...]"
     assert sanitize("accuracy 0.83 [not a claim]") == "accuracy 0.83 [not a claim]"
 
 
-def test_in_a_notebook_a_claim_is_a_finding_with_its_check_one_click_away():
-    c = evaluate("test accuracy above 0.7", 0.83, ">", 0.7)
-    assert c.html() == ('<details class="course-claim"><summary>✓ test accuracy above 0.7: '
-                        '<span class="course-claim-value">0.83</span></summary>'
-                        "checked: [measured 0.83 &gt; 0.7, margin +0.13]</details>")
-    assert "a &lt; b &amp; c" in evaluate("a < b & c", 1.0, "<", 2.0).html()  # the statement is text, not markup
-    here = evaluate("the deep residual net trains better", 0.123456, "<", 0.5).html()
-    there = evaluate("the deep residual net trains better", 0.1301, "<", 0.5).html()
+def test_in_a_notebook_a_claim_is_a_sentence_with_its_check_one_click_away():
+    c = evaluate("The test accuracy is {:.2f}.", 0.83, ">", 0.7)
+    assert c.html() == ('<details class="course-claim"><summary>The test accuracy is '
+                        '<span class="course-claim-value">0.83</span>.</summary>'
+                        '<p class="course-claim-check">Checked as the page runs: the measured value, '
+                        '<span class="course-claim-value">0.83</span>, must be more than 0.7 '
+                        '(margin <span class="course-claim-value">+0.13</span>).</p></details>')
+    # the sentence is text, not markup
+    assert "A &lt; b &amp; c at" in evaluate("A < b & c at {}.", 1.0, "<", 2.0).html()
+    here = evaluate(SENTENCE, 0.123456, "<", 0.5, {"plain": 0.91}).html()
+    there = evaluate(SENTENCE, 0.1301, "<", 0.5, {"plain": 0.9}).html()
     assert here != there and sanitize(here) == sanitize(there)
-    flipped = evaluate("the deep residual net trains better", 0.6, "<", 0.5).html()
-    assert sanitize(flipped) != sanitize(here), "a verdict that flips must show in nbval"
 
 
 def test_nbval_skips_glue_records_and_nothing_else():
