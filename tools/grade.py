@@ -51,6 +51,7 @@ import math
 import os
 import re
 import secrets
+import stat
 import struct
 import subprocess
 import sys
@@ -70,6 +71,8 @@ from grader.late import DeadlineError, Deadlines, read_deadlines
 from grader.nbgrader_processes import THREAD_VARIABLES, NbgraderProcesses
 from grader.secret import GradingSecretError, read_or_create
 from tools.gradebook import gradebook_url, score_after_penalty
+from tools.learner_files import inspect as inspect_files
+from tools.learner_files import write_file
 
 if TYPE_CHECKING:
     from tools.cluster import ClusterGrading
@@ -169,6 +172,9 @@ def check_submission(root: Path, student: str, assignment: str, notebooks: list[
     if not STUDENT_ID.match(student):
         return [Problem(student, assignment, folder, "the student id must be letters, digits, '_', '.', '@' or '-' "
                         "(nbgrader cannot grade this folder name)")]
+    refused = refused_files(root, student, assignment)
+    if refused:
+        return refused
     if not notebooks:
         return [Problem(student, assignment, folder, f"no notebook in the submission (expected {', '.join(expected)})")]
     problems = []
@@ -183,6 +189,26 @@ def check_submission(root: Path, student: str, assignment: str, notebooks: list[
     if missing and not problems:
         problems.append(Problem(student, assignment, folder, f"missing notebook(s): {', '.join(missing)}"))
     return problems
+
+
+def refused_files(root: Path, student: str, assignment: str) -> list[Problem]:
+    """What in submitted/<student>/<assignment> grading must not take (:mod:`tools.learner_files`): a link, a hard
+    link, a device, a FIFO or a socket, or a file owned by someone other than the course's owner (whoever runs
+    make grade, or owns submitted/) or the learner's own account. nbgrader's autograde would follow a link; the
+    submission is not graded until what is named is removed."""
+    import pwd
+
+    base = root / "submitted"
+    owners = {os.geteuid(), base.stat().st_uid}
+    with contextlib.suppress(KeyError):
+        owners.add(pwd.getpwnam(student).pw_uid)
+    student_dir = base / student
+    if student_dir.is_symlink():
+        return [Problem(student, assignment, student_dir.relative_to(root),
+                        f"a symbolic link (to {os.readlink(student_dir)}): refused, never followed; not graded")]
+    found = inspect_files(student_dir / assignment, owners)
+    return [Problem(student, assignment, Path(r.path).relative_to(root), f"{r.why}; not graded until it is removed")
+            for r in found.refused]
 
 
 #: the name of a submission's time beside its notebooks, as nbgrader's collect writes it
@@ -233,15 +259,16 @@ def write_submission_record(folder: Path, when: dt.datetime) -> None:
     release_feedback names its feedback page by, so releasing feedback to a class never stops at a
     learner whose work came in a zip. An existing secret is kept.
     """
-    (folder / TIMESTAMP).write_text(timestamp_text(when))
+    write_file(folder.parent.parent, [folder.parent.name, folder.name, TIMESTAMP], timestamp_text(when).encode())
     submission_secret(folder)
 
 
 def submission_secret(folder: Path) -> str:
     """The submission's secret in ``folder`` (release_feedback names its page by it), made there if missing."""
     path = folder / SUBMISSION_SECRET
-    if not path.exists():
-        path.write_text(secrets.token_hex(64))
+    if path.is_symlink() or not path.exists():  # a link is replaced, never written through
+        write_file(folder.parent.parent, [folder.parent.name, folder.name, SUBMISSION_SECRET],
+                   secrets.token_hex(64).encode())
     return path.read_text()
 
 
@@ -260,6 +287,7 @@ def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "U
         zf = zipfile.ZipFile(archive)
     except (OSError, zipfile.BadZipFile) as exc:
         raise SystemExit(f"make grade: SUBMISSIONS={archive} is not a readable zip file ({exc})") from None
+    (root / "submitted").mkdir(exist_ok=True)
     written: dict[tuple[str, str], dt.datetime] = {}  # (student, assignment) -> the newest notebook's time
     stamps: dict[tuple[str, str | None], tuple[str, dt.datetime]] = {}  # timestamp.txt entries
     with zf:
@@ -276,6 +304,11 @@ def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "U
                 problems.append(Problem("?", "?", Path(info.filename), "not inside a student's folder: left out"))
                 continue
             student, name = p[0], p[-1]
+            kind = stat.S_IFMT(info.external_attr >> 16)  # 0: a zip without Unix modes
+            if kind not in (0, stat.S_IFREG):
+                what = "a symbolic link" if kind == stat.S_IFLNK else "not a regular file"
+                problems.append(Problem(student, "?", Path(info.filename), f"{what} in the zip file: left out"))
+                continue
             if name == TIMESTAMP and (len(p) == 2 or (len(p) == 3 and p[1] in assignments)):
                 text = zf.read(info).decode("utf-8", "replace").strip()
                 try:
@@ -305,11 +338,15 @@ def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "U
                 kept = "; the earlier submission was kept" if target.exists() else ""
                 problems.append(Problem(student, assignment, Path(info.filename), why + kept))
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
             when = entry_time(info, zone)
-            if not target.exists() or target.read_bytes() != data or not (target.parent / TIMESTAMP).exists():
-                if not target.exists() or target.read_bytes() != data:
-                    target.write_bytes(data)
+            same = target.is_file() and not target.is_symlink() and target.read_bytes() == data
+            if not same or not (target.parent / TIMESTAMP).exists():
+                if not same:
+                    try:
+                        write_file(root / "submitted", [student, assignment, name], data)
+                    except OSError as exc:
+                        problems.append(Problem(student, assignment, Path(info.filename), f"not imported: {exc}"))
+                        continue
                 key = (student, assignment)
                 written[key] = max(when, written.get(key, when))
     for (student, assignment), when in written.items():

@@ -287,7 +287,7 @@ def write_file(root: Path, parts: list[str] | tuple[str, ...], data: bytes) -> P
             try:
                 sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
-                raise OSError(exc.errno, f"{where}: {_open_error(exc, part, fd)}") from None
+                raise OSError(f"{where}: {_open_error(exc, part, fd)}") from None
             os.close(fd)
             fd = sub
         scratch = f".{name}.{os.getpid()}.new"

@@ -208,3 +208,75 @@ def test_write_file_follows_no_link_on_its_way(tmp_path):
     assert not (root / "ada" / "02-attention" / "timestamp.txt").is_symlink()
     with pytest.raises(ValueError):
         write_file(root, ["..", "x"], b"")
+
+
+# --- make grade's two ways in: the zip's import and its reading of submitted/ (tools/grade.py) -------------------
+
+@pytest.fixture
+def course(tmp_path):
+    """A course folder with one assignment's notebook name, and the instructor's secret beside it."""
+    import nbformat
+
+    root = tmp_path / "course"
+    (root / "solutions" / "02-attention").mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), root / "solutions" / "02-attention" / "attention.ipynb")
+    (root / "grading-secret").write_bytes(SECRET)
+    return root
+
+
+def notebook_bytes() -> bytes:
+    import nbformat
+
+    return nbformat.writes(nbformat.v4.new_notebook()).encode()
+
+
+def test_make_grade_does_not_grade_a_submission_holding_a_link(course):
+    from tools import grade
+
+    folder = course / "submitted" / "bob" / "02-attention"
+    folder.mkdir(parents=True)
+    (folder / "attention.ipynb").write_bytes(notebook_bytes())
+    os.symlink(course / "grading-secret", folder / "submission_secret.txt")
+    elsewhere = course.parent / "elsewhere" / "02-attention"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "attention.ipynb").write_bytes(notebook_bytes())
+    os.symlink(elsewhere.parent, course / "submitted" / "eve")
+    found = grade.find_submissions(course, "02-attention")
+    assert sorted(found) == ["bob", "eve"]
+    (bob,) = grade.check_submission(course, "bob", "02-attention", found["bob"])
+    assert str(bob.path) == "submitted/bob/02-attention/submission_secret.txt"
+    assert bob.reason == (f"a symbolic link (to {course / 'grading-secret'}): refused, never followed; not graded "
+                          "until it is removed"), bob
+    (eve,) = grade.check_submission(course, "eve", "02-attention", found["eve"])
+    assert str(eve.path) == "submitted/eve" and eve.reason.startswith("a symbolic link (to "), eve
+    mine(folder / "notes.txt", b"x", owner=OTHER)
+    os.remove(folder / "submission_secret.txt")
+    (other,) = grade.check_submission(course, "bob", "02-attention", found["bob"])
+    assert other.reason.startswith("owned by uid 40002, not "), other
+
+
+def test_a_zips_links_are_left_out_and_its_import_writes_through_no_link(course):
+    import zipfile
+
+    from tools import grade
+
+    archive = course.parent / "export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        link = zipfile.ZipInfo("export/bob/attention.ipynb")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(link, str(course / "grading-secret"))
+        zf.writestr("export/ann/attention.ipynb", notebook_bytes())
+        zf.writestr("export/cy/attention.ipynb", notebook_bytes())
+    elsewhere = course.parent / "elsewhere"
+    elsewhere.mkdir()
+    (course / "submitted").mkdir()
+    os.symlink(elsewhere, course / "submitted" / "ann")  # planted before the import
+    problems = {p.student: p.reason for p in grade.import_zip(course, archive, ["02-attention"])}
+    assert problems["bob"] == "a symbolic link in the zip file: left out", problems
+    assert problems["ann"].startswith(f"not imported: {course / 'submitted' / 'ann'}: a symbolic link"), \
+        problems
+    assert list(elsewhere.iterdir()) == [], "the import wrote through the planted link"
+    assert not (course / "submitted" / "bob").exists()
+    cy = course / "submitted" / "cy" / "02-attention"
+    assert (cy / "attention.ipynb").read_bytes() == notebook_bytes()
+    assert {p.name for p in cy.iterdir()} == {"attention.ipynb", "timestamp.txt", "submission_secret.txt"}
