@@ -231,14 +231,19 @@ def nbgrader_config(layout: Layout, role: str) -> str:
         "c = get_config()  # noqa: F821",
         f"c.Exchange.root = {str(layout.exchange)!r}",
         f"c.CourseDirectory.course_id = {COURSE_ID!r}",
-        "# the course's exchange (tools/hub_exchange.py): safe folders checked first, submissions the learner's own",
-        *(f"c.ExchangeFactory.{action} = {name!r}" for action, name in hub_exchange.factory_settings().items()),
     ]
-    if role == "instructor":
+    if role == "learner":
+        lines += [
+            "# the course's exchange (tools/hub_exchange.py, from the hub's copy of the course): the exchange checked",
+            "# before each action, a submission readable by its learner and the instructors alone",
+            *(f"c.ExchangeFactory.{action} = {name!r}" for action, name in hub_exchange.factory_settings().items()),
+        ]
+    else:
         lines += [
             "# The instructor's course folder (make hub-users gives them ~/course): the formgrader's course, and",
-            "# nbgrader reads its nbgrader_config.py after this file: the grading fence (which hides every home folder",
-            "# and the exchange, wherever grading starts) and the feedback's filters are the course's own.",
+            "# nbgrader reads its nbgrader_config.py after this file: the course's exchange classes (its own tools/),",
+            "# the grading fence (which hides every home folder and the exchange, wherever grading starts) and the",
+            "# feedback's filters are the course's own, the same from the hub's terminal, ssh, su or cron.",
             "import os",
             "c.CourseDirectory.root = os.path.expanduser('~/course')",
         ]
@@ -613,13 +618,22 @@ def descendants(pid: int) -> set[int]:
 
 
 def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a killed one not yet reaped, a zombie, does not: it is reaped if it is ours)."""
     try:
         os.kill(pid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state == "Z":
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
+    return True
 
 
 def tail(path: Path, lines: int = 30) -> str:

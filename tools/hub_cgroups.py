@@ -246,6 +246,17 @@ class HubGroups:
         out["tasks"] = None if raw == "max" else int(raw)
         return out
 
+    def usage(self, *parts: str) -> dict[str, int | None]:
+        """What a group has used: its memory's peak so far (None where the kernel does not keep one) and its tasks
+        now (processes and threads)."""
+        folders = self.folders(*parts)
+        peak = None
+        for name in ("memory.peak", "memory.max_usage_in_bytes"):
+            with contextlib.suppress(OSError, ValueError):
+                peak = int(_read(folders["memory"] / name))
+                break
+        return {"memory_peak": peak, "tasks": int(_read(folders["pids"] / "pids.current"))}
+
     # -- the processes in it
     def pids(self, *parts: str) -> set[int]:
         """Every process in the group and the groups below it (as one hierarchy sees them)."""

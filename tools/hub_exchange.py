@@ -108,7 +108,17 @@ class CourseReleaseAssignment(SafeRoot, ExchangeReleaseAssignment):
 
 
 class CourseReleaseFeedback(SafeRoot, ExchangeReleaseFeedback):
-    pass
+    """nbgrader's release_feedback, each page then readable by whoever knows its name (nbgrader copies the page's
+    mode, which an instructor's umask 077 leaves closed to the learner it is for); the folder lists nothing."""
+
+    def copy_files(self):
+        super().copy_files()
+        me = os.geteuid()
+        with os.scandir(self.dest_path) as pages:
+            for page in pages:
+                if page.name.endswith(".html") and page.is_file(follow_symlinks=False) and page.stat(
+                        follow_symlinks=False).st_uid == me:
+                    os.chmod(page.path, 0o644, follow_symlinks=False)
 
 
 class CourseFetchAssignment(SafeRoot, ExchangeFetchAssignment):
@@ -126,6 +136,27 @@ class CourseList(SafeRoot, ExchangeList):
 class CourseSubmit(SafeRoot, ExchangeSubmit):
     """nbgrader's submit, then the submission closed to everyone but its learner and the instructors' group
     (nbgrader leaves it writable by everyone, so that the instructor can delete it)."""
+
+    def do_copy(self, src, dest, log=None):
+        """nbgrader's copy into the inbound folder without copying the folders' modes: nbgrader's copies the
+        learner's folder's mode onto the submission's, which drops the set-group-id bit it took from the inbound
+        folder, and the files written after it (timestamp.txt, submission_secret.txt) would be the learner's group's,
+        which the instructor cannot read. Elsewhere (the learner's cache) nbgrader's own copy."""
+        if os.path.dirname(os.path.abspath(dest)) != os.path.abspath(self.inbound_path):
+            return super().do_copy(src, dest, log)
+        size, limit = self.get_size(src), 1000 * self.coursedir.max_dir_size
+        if size > limit:
+            raise RuntimeError(f"Directory size is too big. Size is {size}, maximum size is {limit}")
+        leave_out = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
+                                    max_file_size=self.coursedir.max_file_size, log=self.log)
+        for folder, subfolders, names in os.walk(src):
+            target = os.path.normpath(os.path.join(dest, os.path.relpath(folder, src)))
+            os.makedirs(target, exist_ok=True)  # in the inbound folder: its group, and set-group-id for those below
+            skipped = set(leave_out(folder, subfolders + names))
+            subfolders[:] = [d for d in subfolders if d not in skipped]
+            for name in names:
+                if name not in skipped:
+                    shutil.copyfile(os.path.join(folder, name), os.path.join(target, name))
 
     def copy_files(self):
         super().copy_files()

@@ -8,7 +8,8 @@ JupyterHub's LocalProcessSpawner starts each server as its user's account; :clas
   When the server stops, whatever it left running in the group is stopped too;
 * a /tmp of its own: a new mount namespace whose /tmp is an empty memory-backed folder that only the user can
   enter, counted in their memory limit (systemd's PrivateTmp=, which The Littlest JupyterHub's units have);
-* umask 077: the files a user's server and kernels create are theirs alone unless they open them up.
+* umask 077: the files a user's server and kernels create are theirs alone unless they open them up;
+* a learner's kernels use as many threads as the learner has CPUs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pwd
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Dict, Unicode
 
+from grader.nbgrader_processes import THREAD_VARIABLES
 from tools.hub_cgroups import HubGroups, Limits
 
 UMASK = 0o077
@@ -53,6 +55,15 @@ class CourseSpawner(LocalProcessSpawner):
 
     def _groups(self) -> HubGroups | None:
         return HubGroups(self.hub_prefix) if self.hub_prefix and self.limits else None
+
+    def get_env(self):
+        """The server's environment; a learner's kernels start as many threads as the learner has CPUs (torch
+        would start one per core of the machine, and threads beyond the CPU quota only wait on each other)."""
+        env = super().get_env()
+        if self.limits and self.course_role == "learner":
+            for name in THREAD_VARIABLES:
+                env.setdefault(name, str(max(1, int(self.limits["cpus"]))))
+        return env
 
     async def start(self):
         groups = self._groups()
