@@ -68,8 +68,8 @@ class Limits:
         for name, low in (("memory", 256 * 2**20), ("class_memory", 256 * 2**20),
                           ("instructor_memory", 512 * 2**20)):
             if getattr(self, name) < low:
-                raise ValueError(f"{name} = {getattr(self, name):,} bytes is below {gib(low)}: a server with its "
-                                 "kernel cannot start in less")
+                raise ValueError(f"{name} = {getattr(self, name):,} bytes is below {low // 2**20} MiB: a server with "
+                                 "its kernel cannot start in less")
         if not 0.05 <= self.cpus <= (os.cpu_count() or 1) * 4:
             raise ValueError(f"cpus = {self.cpus} must be between 0.05 and four times this machine's "
                              f"{os.cpu_count()} CPUs")
