@@ -24,7 +24,7 @@
 #   make hub        as root: set up and start the course's JupyterHub for a class on this machine (HUB_PORT=8000,
 #                   HUB_AUTH=pam|shared, IDLE_MINUTES=60, HUB_PREFIX=/opt/transformers-course, HUB_URL=http://localhost:
 #                   8000; each learner's limits: HUB_MEMORY=2G HUB_CPUS=1 HUB_TASKS=512, all learners' HUB_CLASS_MEMORY,
-#                   an instructor's HUB_INSTRUCTOR_MEMORY=4G, HUB_LIMITS=none for none; tools/hub.py)
+#                   an instructor's HUB_INSTRUCTOR_MEMORY=6G, HUB_LIMITS=none for none; tools/hub.py)
 #   make hub-users  as root: ROSTER=roster.csv (id,name,email) adds learners, INSTRUCTOR=<name> the instructor
 #   make hub-stop   stop the hub and its servers (users, work, grades and feedback stay)
 #   make stability  the reference keeps full marks over 100 grading secrets: every hidden test on the seeds a

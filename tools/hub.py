@@ -4,7 +4,7 @@
     python -m tools.hub users  --roster CSV [--instructor NAME] [--prefix DIR]
     python -m tools.hub start  [--prefix DIR] [--port 8000] [--auth pam|shared] [--idle-minutes 60] [--url URL]
                                [--memory 2G] [--cpus 1] [--tasks 512] [--class-memory SIZE]
-                               [--instructor-memory 4G] [--limits none]
+                               [--instructor-memory 6G] [--limits none]
     python -m tools.hub stop   [--prefix DIR]
 
 The shape of The Littlest JupyterHub, with the repository's own files, under one folder (the prefix,
@@ -749,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--cpus", default="", help="each learner's CPUs (1)")
             p.add_argument("--tasks", default="", help="each learner's processes and threads (512)")
             p.add_argument("--class-memory", default="", help="all learners' memory together")
-            p.add_argument("--instructor-memory", default="", help="an instructor's server and grading (4G)")
+            p.add_argument("--instructor-memory", default="", help="an instructor's server and grading (6G)")
             p.add_argument("--limits", default="", help="none: no limits (not for a class)")
     args = parser.parse_args(argv)
     layout = Layout(args.prefix.resolve())

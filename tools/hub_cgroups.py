@@ -95,13 +95,14 @@ def machine_memory() -> int:
 def default_limits(total: int | None = None) -> Limits:
     """The limits `make hub` chooses for this machine when the instructor names none (README, "Limits").
 
-    Each learner: 2 GiB, 1 CPU, 512 processes and threads (the course's heaviest notebook peaks well under 1 GiB,
-    its server about 130 MiB); all learners together: the machine's memory less 6 GiB for the instructor's
-    server and its grading (4 GiB) and the system and the hub (2 GiB): 18 GiB of 24 GiB, so that 30 learners
-    (about 0.4 GiB each while working, up to 2 GiB each) can never push the hub or the grading out.
+    Each learner: 2 GiB, 1 CPU, 512 processes and threads (the course's heaviest chapter notebook peaks at about
+    1 GiB, a learner's server at 0.13 GiB). An instructor: a quarter of the machine, at most 6 GiB (grading four
+    submissions at once runs four kernels, each up to about 1 GiB, and four nbgrader processes). The system and the
+    hub: an eighth, at most 2 GiB. All learners together: the rest, 16 GiB of 24, so that 30 learners (about
+    0.4 GiB each while working, up to 2 GiB each) can never push the hub or the grading out.
     """
     total = total or machine_memory()
-    instructor = min(4 * 2**30, max(2**30, total // 4))
+    instructor = min(6 * 2**30, max(2**30, total // 4))
     reserve = instructor + min(2 * 2**30, total // 8)
     return Limits(memory=min(2 * 2**30, max(512 * 2**20, (total - reserve) // 2)), cpus=1.0, tasks=512,
                   class_memory=max(512 * 2**20, total - reserve), instructor_memory=instructor)

@@ -22,10 +22,10 @@ def test_sizes_read_as_an_instructor_writes_them():
         parse_size("two gigs", "HUB_MEMORY")
 
 
-def test_a_24_gib_machine_gives_each_learner_2_gib_and_the_class_18():
+def test_a_24_gib_machine_gives_each_learner_2_gib_and_the_class_16():
     limits = default_limits(24 * GIB)
     assert (limits.memory, limits.cpus, limits.tasks) == (2 * GIB, 1.0, 512)
-    assert (limits.class_memory, limits.instructor_memory) == (18 * GIB, 4 * GIB)
+    assert (limits.class_memory, limits.instructor_memory) == (16 * GIB, 6 * GIB)
 
 
 @pytest.mark.parametrize("total_gib", [4, 8, 16, 64, 256])
