@@ -127,16 +127,11 @@ def _entries(folder: Path, dir_fd: int, rel: str, owners: frozenset[int], leave_
             if depth >= MAX_DEPTH:
                 yield path, None, Refused(str(folder / path), f"folders nested deeper than {MAX_DEPTH}: refused")
                 continue
-            try:
-                sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-            except OSError as exc:
-                yield path, None, Refused(str(folder / path), _open_error(exc, name, dir_fd))
+            sub, why = _open_checked(name, dir_fd, owners, regular=False)
+            if why:
+                yield path, None, Refused(str(folder / path), why)
                 continue
             try:
-                why = _why_not(os.fstat(sub), owners, regular=False)
-                if why:
-                    yield path, None, Refused(str(folder / path), why)
-                    continue
                 yield path, -1, None  # a folder the caller may make in its copy
                 yield from _entries(folder, sub, path, owners, leave_out, depth + 1)
             finally:
@@ -145,17 +140,22 @@ def _entries(folder: Path, dir_fd: int, rel: str, owners: frozenset[int], leave_
         if not stat.S_ISREG(st.st_mode):  # a FIFO, a socket or a device: never opened
             yield path, None, Refused(str(folder / path), f"{_kind(st.st_mode)}: refused")
             continue
-        try:
-            fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
-        except OSError as exc:
-            yield path, None, Refused(str(folder / path), _open_error(exc, name, dir_fd))
-            continue
-        why = _why_not(os.fstat(fd), owners, regular=True)  # the handle's file is the one read, whatever the name
-        if why:
-            os.close(fd)
-            yield path, None, Refused(str(folder / path), why)
-            continue
-        yield path, fd, None
+        fd, why = _open_checked(name, dir_fd, owners, regular=True)
+        yield path, fd, (Refused(str(folder / path), why) if why else None)
+
+
+def _open_checked(name: str, dir_fd: int, owners: frozenset[int], regular: bool) -> tuple[int | None, str | None]:
+    """(an open handle, None) for a file (``regular``) or folder that may be taken, or (None, why not): its checks
+    are made on the handle, so the file read is the one checked, whatever its name points at meanwhile."""
+    try:
+        fd = os.open(name, _FILE_FLAGS if regular else _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        return None, _open_error(exc, name, dir_fd)
+    why = _why_not(os.fstat(fd), owners, regular)
+    if why:
+        os.close(fd)
+        return None, why
+    return fd, None
 
 
 def _open_error(exc: OSError, name: str | Path, dir_fd: int | None = None) -> str:
@@ -185,24 +185,33 @@ def _open_folder(folder: Path, owners: frozenset[int]) -> tuple[int | None, Refu
     return fd, None
 
 
-def inspect(folder: Path, owners: set[int] | frozenset[int], leave_out: LeaveOut | None = None) -> Taken:
-    """What :func:`take` would take from ``folder`` and what it would refuse; no file's contents are read."""
-    owners = frozenset(owners)
-    found = Taken()
+def _takeable(folder: Path, owners: frozenset[int], leave_out: LeaveOut | None,
+              found: Taken) -> Iterator[tuple[str, int]]:
+    """(path inside ``folder``, an open handle; -1 for a folder, "" the folder itself, first) for what may be
+    taken, each refusal added to ``found``; the caller reads and closes each file's handle."""
     fd, refused = _open_folder(folder, owners)
     if refused:
         found.refused.append(refused)
-        return found
+        return
     try:
+        yield "", -1
         for path, handle, refused in _entries(folder, fd, "", owners, leave_out, 0):
             if refused:
                 found.refused.append(refused)
-            elif handle is not None and handle >= 0:
-                found.size += os.fstat(handle).st_size
-                os.close(handle)
-                found.files.append(path)
+            else:
+                yield path, handle
     finally:
         os.close(fd)
+
+
+def inspect(folder: Path, owners: set[int] | frozenset[int], leave_out: LeaveOut | None = None) -> Taken:
+    """What :func:`take` would take from ``folder`` and what it would refuse; no file's contents are read."""
+    found = Taken()
+    for path, handle in _takeable(folder, frozenset(owners), leave_out, found):
+        if handle >= 0:
+            found.size += os.fstat(handle).st_size
+            os.close(handle)
+            found.files.append(path)
     return found
 
 
@@ -214,34 +223,27 @@ def take(folder: Path, dest: Path, owners: set[int] | frozenset[int], *, leave_o
     grade`` compares it with the graded copy's). Files that would hold more than ``max_bytes`` together are not
     taken at all: :class:`TooLarge` names the folder and the limit, and ``dest`` is removed.
     """
-    owners = frozenset(owners)
     found = Taken()
-    fd, refused = _open_folder(folder, owners)
-    if refused:
-        found.refused.append(refused)
-        return found
+    made = False  # dest is ours to remove only once this call made it
     try:
-        os.mkdir(dest, 0o755)
-        for path, handle, refused in _entries(folder, fd, "", owners, leave_out, 0):
-            if refused:
-                found.refused.append(refused)
-            elif handle == -1:
-                os.mkdir(dest / path, 0o755)
-            else:
-                room = None if max_bytes is None else max_bytes - found.size
-                try:
-                    found.size += _copy(handle, dest / path, room)
-                except TooLarge:
-                    raise TooLarge(f"{folder}: its files hold more than the {max_bytes:,} bytes a submission may "
-                                   f"(at {path}): nothing was taken") from None
-                finally:
-                    os.close(handle)
-                found.files.append(path)
+        for path, handle in _takeable(folder, frozenset(owners), leave_out, found):
+            if handle == -1:
+                os.mkdir(dest / path if path else dest, 0o755)
+                made = True
+                continue
+            room = None if max_bytes is None else max_bytes - found.size
+            try:
+                found.size += _copy(handle, dest / path, room)
+            except TooLarge:
+                raise TooLarge(f"{folder}: its files hold more than the {max_bytes:,} bytes a submission may "
+                               f"(at {path}): nothing was taken") from None
+            finally:
+                os.close(handle)
+            found.files.append(path)
     except BaseException:
-        shutil.rmtree(dest, ignore_errors=True)
+        if made:
+            shutil.rmtree(dest, ignore_errors=True)
         raise
-    finally:
-        os.close(fd)
     return found
 
 
