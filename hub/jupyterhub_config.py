@@ -7,7 +7,7 @@ Everything the hub needs lives under one folder, the hub's prefix (``/opt/transf
     course/     this repository's files, read-only (course_lib, the grader, exercises, this file)
     proxy/      configurable-http-proxy from npm (hub/package-lock.json)
     etc/learner, etc/instructor   each role's Jupyter configuration (JUPYTER_CONFIG_PATH of its servers)
-    exchange/   nbgrader's exchange: release, submit, collect, feedback
+    exchange/   nbgrader's exchange: release, submit, collect, feedback (root's; tools/hub_exchange.py)
     state/      the hub's database, cookie secret and log (root only): what survives a restart
 
 tools/hub.py passes the rest in the environment: the ports, the public address, the log-in, the idle time and the
