@@ -22,7 +22,9 @@
 #   make export-grades  the gradebook as CSV for Canvas, Moodle and nbgrader into exports/ (ROSTER=roster.csv:
 #                   id,name,email adds names and every learner on it; MISSING=zero: 0 for no submission)
 #   make hub        as root: set up and start the course's JupyterHub for a class on this machine (HUB_PORT=8000,
-#                   HUB_AUTH=pam|shared, IDLE_MINUTES=60, HUB_PREFIX=/opt/transformers-course; tools/hub.py)
+#                   HUB_AUTH=pam|shared, IDLE_MINUTES=60, HUB_PREFIX=/opt/transformers-course, HUB_URL=http://localhost:
+#                   8000; each learner's limits: HUB_MEMORY=2G HUB_CPUS=1 HUB_TASKS=512, all learners' HUB_CLASS_MEMORY,
+#                   an instructor's HUB_INSTRUCTOR_MEMORY=6G, HUB_LIMITS=none for none; tools/hub.py)
 #   make hub-users  as root: ROSTER=roster.csv (id,name,email) adds learners, INSTRUCTOR=<name> the instructor
 #   make hub-stop   stop the hub and its servers (users, work, grades and feedback stay)
 #   make stability  the reference keeps full marks over 100 grading secrets: every hidden test on the seeds a
@@ -188,9 +190,14 @@ HUB_PORT ?= 8000
 HUB_AUTH ?= pam
 IDLE_MINUTES ?= 60
 HUB_AT = $(if $(HUB_PREFIX),--prefix "$(HUB_PREFIX)")
+HUB_LIMIT_ARGS = $(if $(HUB_URL),--url "$(HUB_URL)") $(if $(HUB_MEMORY),--memory "$(HUB_MEMORY)") \
+	$(if $(HUB_CPUS),--cpus "$(HUB_CPUS)") $(if $(HUB_TASKS),--tasks "$(HUB_TASKS)") \
+	$(if $(HUB_CLASS_MEMORY),--class-memory "$(HUB_CLASS_MEMORY)") \
+	$(if $(HUB_INSTRUCTOR_MEMORY),--instructor-memory "$(HUB_INSTRUCTOR_MEMORY)") $(if $(HUB_LIMITS),--limits "$(HUB_LIMITS)")
 hub: $(STAMP)
 	$(BIN)/python -m tools.hub setup $(HUB_AT)
-	$(BIN)/python -m tools.hub start $(HUB_AT) --port $(HUB_PORT) --auth $(HUB_AUTH) --idle-minutes $(IDLE_MINUTES)
+	$(BIN)/python -m tools.hub start $(HUB_AT) --port $(HUB_PORT) --auth $(HUB_AUTH) --idle-minutes $(IDLE_MINUTES) \
+		$(HUB_LIMIT_ARGS)
 
 hub-users: $(STAMP)
 	$(BIN)/python -m tools.hub users $(HUB_AT) $(if $(ROSTER),--roster "$(ROSTER)") $(if $(INSTRUCTOR),--instructor "$(INSTRUCTOR)")

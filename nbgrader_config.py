@@ -7,7 +7,10 @@ instructor's checkout and are git-ignored.
 """
 
 import os
+import pwd
 import re
+import sys
+import tomllib
 from pathlib import Path
 
 import nbgrader
@@ -136,6 +139,54 @@ def _secret_path(course_root, value):
 
 
 c.GuardedExecute.secret_file = _secret_path(c.CourseDirectory.root, os.environ.get("GRADING_SECRET_FILE"))
+
+
+# nbgrader's exchange is the course's (tools/hub_exchange.py): collect takes a submission only from the learner it
+# names and only that learner's own regular files (links, hard links, devices and others' files are refused and
+# named), and every action first checks that no one but its owner can replace the exchange. The classes are found in
+# this course's tools/, after the installed packages; a folder holding only this file (a scratch course) has none.
+_EXCHANGE = {"fetch_assignment": "CourseFetchAssignment", "fetch_feedback": "CourseFetchFeedback",
+             "release_assignment": "CourseReleaseAssignment", "release_feedback": "CourseReleaseFeedback",
+             "list": "CourseList", "submit": "CourseSubmit", "collect": "CourseCollect"}
+if os.path.isfile(os.path.join(c.CourseDirectory.root, "tools", "hub_exchange.py")):
+    if c.CourseDirectory.root not in sys.path:
+        sys.path.append(c.CourseDirectory.root)
+    for _action, _class in _EXCHANGE.items():
+        setattr(c.ExchangeFactory, _action, f"tools.hub_exchange.{_class}")
+
+
+# On the course's hub, the instructor's copy of the course has hub.toml beside this file (make hub-users writes it):
+# the exchange's folder, so that release and collect find it from any shell, not only from the hub's terminal.
+def _hub_exchange(course_root):
+    path = os.path.join(course_root, "hub.toml")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            exchange = tomllib.load(fh).get("exchange")
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SystemExit(f"nbgrader_config.py: {path} cannot be read ({exc}); make hub-users writes it") from None
+    if not isinstance(exchange, str) or not os.path.isabs(exchange):
+        raise SystemExit(f"nbgrader_config.py: {path}: exchange = {exchange!r} must be the exchange's absolute path")
+    return exchange
+
+
+_exchange = _hub_exchange(c.CourseDirectory.root)
+if _exchange:
+    c.Exchange.root = _exchange
+
+
+# The grading fence hides where learners' work lies, wherever grading starts (the hub's terminal, ssh, su, cron,
+# make grade): every account's home folder and nbgrader's exchange (the hub's, and nbgrader's default places). It is
+# this file that says so, not a variable that only the hub's spawner sets.
+def _learners_work(exchange):
+    homes = {e.pw_dir for e in pwd.getpwall() if e.pw_uid >= 1000 and os.path.isdir(e.pw_dir)}
+    outside = {h for h in homes if os.path.realpath(h) != "/" and not h.startswith("/home/")}
+    exchanges = {"/usr/local/share/nbgrader/exchange", "/srv/nbgrader/exchange"} | ({exchange} if exchange else set())
+    return sorted({"/home"} | outside | exchanges)
+
+
+c.GuardedExecute.private_dirs = _learners_work(_exchange)
 c.GuardedExecute.interrupt_on_timeout = True
 c.GuardedExecute.raise_on_iopub_timeout = False
 c.GuardedExecute.execute_retries = 0

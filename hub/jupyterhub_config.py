@@ -7,15 +7,18 @@ Everything the hub needs lives under one folder, the hub's prefix (``/opt/transf
     course/     this repository's files, read-only (course_lib, the grader, exercises, this file)
     proxy/      configurable-http-proxy from npm (hub/package-lock.json)
     etc/learner, etc/instructor   each role's Jupyter configuration (JUPYTER_CONFIG_PATH of its servers)
-    exchange/   nbgrader's exchange: release, submit, collect, feedback
+    exchange/   nbgrader's exchange: release, submit, collect, feedback (root's; tools/hub_exchange.py)
     state/      the hub's database, cookie secret and log (root only): what survives a restart
 
-tools/hub.py passes the rest in the environment: the ports, the log-in and the idle time.
+tools/hub.py passes the rest in the environment: the ports, the public address, the log-in, the idle time and the
+learners' limits.
 """
 
 import grp
 import os
 from pathlib import Path
+
+from tools.hub_spawner import limits_from_environment  # the course's copy (course/ is on the environment's path)
 
 c = get_config()  # noqa: F821 - provided by traitlets when JupyterHub loads this file
 
@@ -26,6 +29,13 @@ INSTRUCTORS = os.environ.get("COURSE_HUB_INSTRUCTORS", "course-instructors")
 
 # --- where it listens: loopback unless told otherwise (put a TLS-terminating proxy in front for a class)
 c.JupyterHub.bind_url = f"http://{os.environ.get('COURSE_HUB_IP', '127.0.0.1')}:{os.environ['COURSE_HUB_PORT']}"
+# Each user's server on a domain of its own, <user>.<the hub's host> (JupyterHub's subdomains): a page a learner's
+# server serves is another site than the instructor's server, so its scripts cannot read or frame the instructor's
+# pages, whatever the instructor opens while logged in. On loopback, *.localhost reaches 127.0.0.1 in every browser;
+# for a class, a wildcard DNS name and certificate (COURSE_HUB_URL=https://hub.example.edu).
+PUBLIC_URL = os.environ.get("COURSE_HUB_URL") or f"http://localhost:{os.environ['COURSE_HUB_PORT']}"
+c.JupyterHub.subdomain_host = PUBLIC_URL
+c.JupyterHub.cookie_host_prefix_enabled = PUBLIC_URL.startswith("https://")  # __Host- cookies need https
 c.JupyterHub.hub_ip = "127.0.0.1"
 c.JupyterHub.hub_port = int(os.environ["COURSE_HUB_API_PORT"])
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{os.environ['COURSE_HUB_PROXY_API_PORT']}"
@@ -54,8 +64,14 @@ else:
     c.PAMAuthenticator.open_sessions = False  # no systemd-logind session per server
 c.Authenticator.admin_users = members[INSTRUCTORS]
 
-# --- each user's server: a process of their own account, on loopback, in their home folder
-c.JupyterHub.spawner_class = "localprocess"
+# --- each user's server: a process of their own account, on loopback, in their home folder, in a control group of
+# its own with the limits tools/hub.py was given (memory, CPU, processes), a private /tmp and umask 077
+# (tools/hub_spawner.py); none of its user's own Jupyter settings (~/.jupyter, their data folder) are read, so what a
+# server serves is the course's alone
+c.JupyterHub.spawner_class = "tools.hub_spawner.CourseSpawner"
+c.CourseSpawner.hub_prefix = str(PREFIX)
+c.CourseSpawner.limits = limits_from_environment()
+c.Spawner.disable_user_config = True
 c.Spawner.cmd = [str(ENV / "bin" / "jupyterhub-singleuser")]
 c.Spawner.ip = "127.0.0.1"
 c.Spawner.default_url = "/lab"
@@ -77,6 +93,7 @@ def by_role(spawner) -> None:
     """A learner's server has the Assignments tab and Validate; the instructor's adds the formgrader, which
     JupyterLab shows in a frame: that server alone may be framed by its own pages (etc/instructor)."""
     role = role_of(spawner.user.name)
+    spawner.course_role = role
     spawner.environment["JUPYTER_CONFIG_PATH"] = str(PREFIX / "etc" / role)
     spawner.environment["COURSE_ROLE"] = role
 

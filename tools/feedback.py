@@ -39,8 +39,8 @@ from tools.grade import (
     read_plain,
     submission_secret,
     timestamp_text,
-    write_plain,
 )
+from tools.learner_files import write_file
 
 
 def complete_release_record(root: Path, student: str, assignment: str) -> bool:
@@ -52,13 +52,14 @@ def complete_release_record(root: Path, student: str, assignment: str) -> bool:
     folder = root / "feedback" / student / assignment
     sent = root / "submitted" / student / assignment
     added = False
+    where = [student, assignment]
     if read_plain(folder / SUBMISSION_SECRET) is None:
-        write_plain(folder / SUBMISSION_SECRET, submission_secret(sent))
+        write_file(root / "feedback", [*where, SUBMISSION_SECRET], submission_secret(sent).encode())
         added = True
     if read_plain(folder / TIMESTAMP) is None:
         newest = max((p.lstat().st_mtime for p in sent.glob("*.ipynb") if not p.is_symlink()), default=0.0)
         when = dt.datetime.fromtimestamp(newest, dt.timezone.utc)
-        write_plain(folder / TIMESTAMP, timestamp_text(when))
+        write_file(root / "feedback", [*where, TIMESTAMP], timestamp_text(when).encode())
         added = True
     return added
 

@@ -52,6 +52,7 @@ import math
 import os
 import re
 import secrets
+import stat
 import struct
 import subprocess
 import sys
@@ -72,6 +73,8 @@ from grader.late import DeadlineError, Deadlines, read_deadlines
 from grader.nbgrader_processes import THREAD_VARIABLES, NbgraderProcess, NbgraderProcesses
 from grader.secret import GradingSecretError, read_or_create
 from tools.gradebook import gradebook_url, score_after_penalty
+from tools.learner_files import inspect as inspect_files
+from tools.learner_files import write_file
 
 if TYPE_CHECKING:
     from tools.cluster import ClusterGrading
@@ -164,33 +167,6 @@ def expected_notebooks(root: Path, assignment: str) -> list[str]:
     return sorted(p.name for p in (root / "solutions" / assignment).glob("*.ipynb"))
 
 
-def not_plain_files(folder: Path) -> list[str]:
-    """What in a learner's folder is not a plain file or folder, never followed: a symbolic link (to a classmate's
-    notebook, the grading secret...), a hard link (a file with other names), a device, a pipe, a socket."""
-    import stat
-
-    found = []
-    for entry in [folder, *sorted(_walk_no_follow(folder))]:
-        st = entry.lstat()
-        if stat.S_ISLNK(st.st_mode):
-            found.append(f"{entry.relative_to(folder.parent)} is a symbolic link")
-        elif stat.S_ISREG(st.st_mode):
-            if st.st_nlink > 1:
-                found.append(f"{entry.relative_to(folder.parent)} is a hard link (a file with other names)")
-        elif not stat.S_ISDIR(st.st_mode):
-            found.append(f"{entry.relative_to(folder.parent)} is not a plain file (a device, pipe or socket)")
-    return found
-
-
-def _walk_no_follow(folder: Path):
-    if folder.is_symlink() or not folder.is_dir():
-        return
-    for entry in folder.iterdir():
-        yield entry
-        if entry.is_dir() and not entry.is_symlink():
-            yield from _walk_no_follow(entry)
-
-
 def check_submission(root: Path, student: str, assignment: str, notebooks: list[Path]) -> list[Problem]:
     """Why a student's submission of one assignment cannot be graded (empty if it can)."""
     folder = (root / "submitted" / student / assignment).relative_to(root)
@@ -198,11 +174,9 @@ def check_submission(root: Path, student: str, assignment: str, notebooks: list[
     if not STUDENT_ID.match(student):
         return [Problem(student, assignment, folder, "the student id must be letters, digits, '_', '.', '@' or '-' "
                         "(nbgrader cannot grade this folder name)")]
-    unsafe = not_plain_files(root / "submitted" / student) if (root / "submitted" / student).is_symlink() else \
-        not_plain_files(root / folder)
-    if unsafe:
-        return [Problem(student, assignment, folder, f"{'; '.join(unsafe)}: a submission is plain files, nothing "
-                        "is followed, so it was not graded (and anything graded before is kept)")]
+    refused = refused_files(root, student, assignment)
+    if refused:
+        return refused
     if not notebooks:
         return [Problem(student, assignment, folder, f"no notebook in the submission (expected {', '.join(expected)})")]
     problems = []
@@ -217,6 +191,26 @@ def check_submission(root: Path, student: str, assignment: str, notebooks: list[
     if missing and not problems:
         problems.append(Problem(student, assignment, folder, f"missing notebook(s): {', '.join(missing)}"))
     return problems
+
+
+def refused_files(root: Path, student: str, assignment: str) -> list[Problem]:
+    """What in submitted/<student>/<assignment> grading must not take (:mod:`tools.learner_files`): a link, a hard
+    link, a device, a FIFO or a socket, or a file owned by someone other than the course's owner (whoever runs
+    make grade, or owns submitted/) or the learner's own account. nbgrader's autograde would follow a link; the
+    submission is not graded until what is named is removed."""
+    import pwd
+
+    base = root / "submitted"
+    owners = {os.geteuid(), base.stat().st_uid}
+    with contextlib.suppress(KeyError):
+        owners.add(pwd.getpwnam(student).pw_uid)
+    student_dir = base / student
+    if student_dir.is_symlink():
+        return [Problem(student, assignment, student_dir.relative_to(root),
+                        f"a symbolic link (to {os.readlink(student_dir)}): refused, never followed; not graded")]
+    found = inspect_files(student_dir / assignment, owners)
+    return [Problem(student, assignment, Path(r.path).relative_to(root), f"{r.why}; not graded until it is removed")
+            for r in found.refused]
 
 
 #: the name of a submission's time beside its notebooks, as nbgrader's collect writes it
@@ -267,7 +261,7 @@ def write_submission_record(folder: Path, when: dt.datetime) -> None:
     release_feedback names its feedback page by, so releasing feedback to a class never stops at a
     learner whose work came in a zip. An existing secret is kept.
     """
-    write_plain(folder / TIMESTAMP, timestamp_text(when))
+    write_file(folder.parent.parent, [folder.parent.name, folder.name, TIMESTAMP], timestamp_text(when).encode())
     submission_secret(folder)
 
 
@@ -278,33 +272,23 @@ def submission_secret(folder: Path) -> str:
     file's contents where a secret belongs; writing through it would write outside the folder)."""
     path = folder / SUBMISSION_SECRET
     text = read_plain(path)
-    if text is None:
+    if text is None:  # missing, or not a plain file (a link is replaced, never written through)
         text = secrets.token_hex(64)
-        write_plain(path, text)
+        write_file(folder.parent.parent, [folder.parent.name, folder.name, SUBMISSION_SECRET], text.encode())
     return text
 
 
 def read_plain(path: Path, limit: int = 1 << 16) -> str | None:
-    """A plain file's text (at most ``limit`` bytes), read without following a link; None if there is none."""
+    """A plain file's text (at most ``limit`` bytes), read without following a link or waiting on a pipe; None if
+    there is none."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
-        import stat
-
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             return None
         return f.read(limit).decode("utf-8", errors="replace")
-
-
-def write_plain(path: Path, text: str) -> None:
-    """Write ``text`` as a new plain file at ``path``: whatever stood there (a link, a pipe) is replaced first."""
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        path.unlink()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
 
 
 def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "UTC") -> list[Problem]:
@@ -322,6 +306,7 @@ def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "U
         zf = zipfile.ZipFile(archive)
     except (OSError, zipfile.BadZipFile) as exc:
         raise SystemExit(f"make grade: SUBMISSIONS={archive} is not a readable zip file ({exc})") from None
+    (root / "submitted").mkdir(exist_ok=True)
     written: dict[tuple[str, str], dt.datetime] = {}  # (student, assignment) -> the newest notebook's time
     stamps: dict[tuple[str, str | None], tuple[str, dt.datetime]] = {}  # timestamp.txt entries
     with zf:
@@ -338,6 +323,11 @@ def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "U
                 problems.append(Problem("?", "?", Path(info.filename), "not inside a student's folder: left out"))
                 continue
             student, name = p[0], p[-1]
+            kind = stat.S_IFMT(info.external_attr >> 16)  # 0: a zip without Unix modes
+            if kind not in (0, stat.S_IFREG):
+                what = "a symbolic link" if kind == stat.S_IFLNK else "not a regular file"
+                problems.append(Problem(student, "?", Path(info.filename), f"{what} in the zip file: left out"))
+                continue
             if name == TIMESTAMP and (len(p) == 2 or (len(p) == 3 and p[1] in assignments)):
                 text = zf.read(info).decode("utf-8", "replace").strip()
                 try:
@@ -367,11 +357,15 @@ def import_zip(root: Path, archive: Path, assignments: list[str], zone: str = "U
                 kept = "; the earlier submission was kept" if target.exists() else ""
                 problems.append(Problem(student, assignment, Path(info.filename), why + kept))
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
             when = entry_time(info, zone)
-            if not target.exists() or target.read_bytes() != data or not (target.parent / TIMESTAMP).exists():
-                if not target.exists() or target.read_bytes() != data:
-                    target.write_bytes(data)
+            same = target.is_file() and not target.is_symlink() and target.read_bytes() == data
+            if not same or not (target.parent / TIMESTAMP).exists():
+                if not same:
+                    try:
+                        write_file(root / "submitted", [student, assignment, name], data)
+                    except OSError as exc:
+                        problems.append(Problem(student, assignment, Path(info.filename), f"not imported: {exc}"))
+                        continue
                 key = (student, assignment)
                 written[key] = max(when, written.get(key, when))
     for (student, assignment), when in written.items():

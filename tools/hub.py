@@ -2,34 +2,38 @@
 
     python -m tools.hub setup  [--prefix DIR]             lay out the hub's folder (as root)
     python -m tools.hub users  --roster CSV [--instructor NAME] [--prefix DIR]
-    python -m tools.hub start  [--prefix DIR] [--port 8000] [--auth pam|shared] [--idle-minutes 60]
+    python -m tools.hub start  [--prefix DIR] [--port 8000] [--auth pam|shared] [--idle-minutes 60] [--url URL]
+                               [--memory 2G] [--cpus 1] [--tasks 512] [--class-memory SIZE]
+                               [--instructor-memory 6G] [--limits none]
     python -m tools.hub stop   [--prefix DIR]
 
 The shape of The Littlest JupyterHub, with the repository's own files, under one folder (the prefix,
-``/opt/transformers-course``; hub/jupyterhub_config.py says what each sub-folder holds):
+``/opt/transformers-course``; hub/jupyterhub_config.py says what each sub-folder holds), one module per concern:
+this one (set-up, accounts, start and stop), :mod:`tools.hub_exchange` (nbgrader's exchange),
+:mod:`tools.hub_cgroups` (the limits and the hub's processes), :mod:`tools.hub_spawner` (a user's server),
+:mod:`tools.hub_kernels` (a kernel stopped for memory says so) and :mod:`tools.learner_files` (what is taken from a
+learner):
 
 * **setup** installs what is missing (Debian packages as root: Node.js for the proxy, bubblewrap for the
   grading fence), copies the repository's tracked files into ``course/`` (read-only for everyone), builds
   ``env/`` from the system's Python (a virtual environment made from an interpreter inside root's home
   folder cannot be run by other users) with the same pins as ``.venv`` (less the book's builder and the
   test tools, :data:`LEFT_OUT`), installs configurable-http-proxy
-  from hub/package-lock.json with ``npm ci``, and writes each role's Jupyter configuration: learners get the
-  Assignments tab and Validate, the instructor adds the formgrader, which JupyterLab shows in a frame of the
-  instructor's own server (JupyterHub forbids frames on every server; only the instructor's allows its own).
-  Run again, it redoes only what changed.
+  from hub/package-lock.json with ``npm ci``, makes the exchange's root (root's, 0755), and writes each role's
+  Jupyter configuration: learners get the Assignments tab and Validate, the instructor adds the formgrader,
+  which JupyterLab shows in a frame of the instructor's own server (JupyterHub forbids frames on every server;
+  only the instructor's allows its own). Run again, it redoes only what changed.
 * **users** adds learners from a class list (``id,name,email``) as Unix accounts whose home folders only
   they can read (mode 0700), in the learners' group, each with a first password written to
   ``state/passwords.csv`` (root only) for the instructor to hand out; ``--instructor`` adds the
-  instructor, with a copy of the course to grade in (``~/course``). A bad row (an invalid or duplicate id,
-  an account that exists but is not the course's) is named and skipped; nothing is half-created.
-* **start** starts JupyterHub in the background (its log: ``state/jupyterhub.log``) and waits until it
-  answers; **stop** stops it and the servers it started. Users, submissions, grades and feedback stay:
-  ``start`` again and everything is there.
-
-nbgrader's exchange is ``exchange/`` with one course id (``transformers-course``): learners can submit but
-cannot list the submissions folder, so they see no one else's work. When the instructor grades (``make
-grade``'s tool from ``~/course``), the grading fence also hides ``/home`` and the exchange from the
-submission's kernel.
+  instructor, with a copy of the course to grade in (``~/course``, with ``hub.toml`` naming the exchange) and the
+  exchange's course folder. A bad row (an invalid or duplicate id, an account that exists but is not the
+  course's) is named and skipped; nothing is half-created.
+* **start** stops whatever a killed hub left running, refuses a port another process holds (naming it), makes
+  the hub's control groups with the learners' limits, starts JupyterHub in the background (its log:
+  ``state/jupyterhub.log``), each user's server on a subdomain of ``--url``, and waits until its own proxy
+  answers; **stop** stops it and everything it started, whether it still runs or was killed. Users,
+  submissions, grades and feedback stay: ``start`` again and everything is there.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import errno
 import grp
 import hashlib
 import json
@@ -55,7 +60,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools import hub_exchange
 from tools.course_book import ROOT
+from tools.hub_cgroups import CgroupError, HubGroups, Limits, default_limits, parse_size
 from tools.roster import Entry, RosterError, read_roster
 
 DEFAULT_PREFIX = Path("/opt/transformers-course")
@@ -229,29 +236,47 @@ def nbgrader_config(layout: Layout, role: str) -> str:
         f"c.Exchange.root = {str(layout.exchange)!r}",
         f"c.CourseDirectory.course_id = {COURSE_ID!r}",
     ]
-    if role == "instructor":
+    if role == "learner":
+        lines += [
+            "# the course's exchange (tools/hub_exchange.py, from the hub's copy of the course): the exchange checked",
+            "# before each action, a submission readable by its learner and the instructors alone",
+            *(f"c.ExchangeFactory.{action} = {name!r}" for action, name in hub_exchange.factory_settings().items()),
+        ]
+    else:
         lines += [
             "# The instructor's course folder (make hub-users gives them ~/course): the formgrader's course, and",
-            "# nbgrader reads its nbgrader_config.py (the grading fence, the feedback's filters) after this file.",
+            "# nbgrader reads its nbgrader_config.py after this file: the course's exchange classes (its own tools/),",
+            "# the grading fence (which hides every home folder and the exchange, wherever grading starts) and the",
+            "# feedback's filters are the course's own, the same from the hub's terminal, ssh, su or cron.",
             "import os",
             "c.CourseDirectory.root = os.path.expanduser('~/course')",
-            "# Grading: the submission's kernel sees neither the learners' homes nor the exchange.",
-            f"c.GuardedExecute.private_dirs = ['/home', {str(layout.exchange)!r}]",
         ]
     return "\n".join(lines) + "\n"
 
 
+def server_config(repo: Path, role: str) -> dict:
+    """Each role's Jupyter server settings: a kernel stopped for memory says so (tools/hub_kernels.py); a learner's
+    has no formgrader (tools/jupyterlab/learner); the instructor's may frame its own pages (the formgrader's panel)
+    and shows learners' notebooks in the formgrader with their HTML sanitized (a learner's output runs no script in
+    the instructor's server)."""
+    path = repo / "tools" / "jupyterlab" / "learner" / "jupyter_server_config.json"
+    config = json.loads(path.read_text()) if role == "learner" else {"ServerApp": {}}
+    config["ServerApp"]["kernel_websocket_connection_class"] = "tools.hub_kernels.MemoryLimitConnection"
+    if role == "instructor":
+        config["ServerApp"]["tornado_settings"] = {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}
+        config["HTMLExporter"] = {"sanitize_html": True}
+    return config
+
+
 def write_role_configs(layout: Layout, repo: Path) -> None:
     """etc/learner: nbgrader's learner tools only (tools/jupyterlab/learner); etc/instructor: everything, and
-    a server that its own pages may frame (the formgrader's panel)."""
+    a server that its own pages may frame (the formgrader's panel). Each with the course's exchange."""
     shutil.rmtree(layout.etc, ignore_errors=True)
     learner, instructor = layout.etc / "learner", layout.etc / "instructor"
     shutil.copytree(repo / "tools" / "jupyterlab" / "learner", learner)
     instructor.mkdir(parents=True)
-    (instructor / "jupyter_server_config.json").write_text(json.dumps(
-        {"ServerApp": {"tornado_settings": {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}}},
-        indent=2) + "\n")
     for role, folder in (("learner", learner), ("instructor", instructor)):
+        (folder / "jupyter_server_config.json").write_text(json.dumps(server_config(repo, role), indent=2) + "\n")
         (folder / "nbgrader_config.py").write_text(nbgrader_config(layout, role))
     run(["chmod", "-R", "a+rX", str(layout.etc)])
 
@@ -265,8 +290,9 @@ def setup(layout: Layout, repo: Path = ROOT) -> list[str]:
     layout.prefix.chmod(0o755)
     layout.state.mkdir(exist_ok=True)
     layout.state.chmod(0o700)
-    layout.exchange.mkdir(exist_ok=True)
-    layout.exchange.chmod(0o777)  # nbgrader's exchange: every user writes here, nbgrader sets the folders' modes
+    # nbgrader's exchange: root's, 0755, so that nobody else can replace a course in it (tools/hub_exchange.py);
+    # make hub-users lays out the course's folder for its instructor
+    done += hub_exchange.lay_out(layout.exchange, COURSE_ID)
     install_course(layout, repo)
     done.append(f"course: {layout.course}")
     if build_env(layout, repo):
@@ -347,14 +373,28 @@ def record_passwords(layout: Layout, new: dict[str, str]) -> None:
 
 
 def give_course_copy(layout: Layout, user: str) -> Path:
-    """The instructor's own course folder, ~/course: the course's files, theirs to grade in."""
+    """The instructor's own course folder, ~/course: the course's files, theirs to grade in, with hub.toml naming
+    the hub's exchange (the course's nbgrader_config.py reads it, wherever nbgrader runs from: see there)."""
     entry = pwd.getpwnam(user)
     course = Path(entry.pw_dir) / "course"
     if not course.exists():
         shutil.copytree(layout.course, course)
         run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(course)])
         run(["chmod", "-R", "u+w", str(course)])
+    settings = course / "hub.toml"
+    if settings.is_symlink() or settings.exists() and settings.stat().st_uid not in (0, entry.pw_uid):
+        raise HubError(f"{settings} is a link or belongs to another account: remove it and run make hub-users again")
+    settings.write_text(f"# The hub this copy of the course belongs to (make hub-users writes this file).\n"
+                        f"exchange = {json.dumps(str(layout.exchange))}\n")
+    os.chown(settings, entry.pw_uid, entry.pw_gid)
     return course
+
+
+def instructor_course(layout: Layout, user: str, groups: Groups) -> list[str]:
+    """The instructor's ~/course and the exchange's course folder (theirs, unless an earlier instructor's)."""
+    lines = [f"{user}'s course folder: {give_course_copy(layout, user)}"]
+    laid = hub_exchange.lay_out(layout.exchange, COURSE_ID, user, groups.instructors)
+    return lines + [f"exchange: {line}" for line in laid]
 
 
 def add_users(layout: Layout, roster: Path | None, instructor: str | None, groups: Groups = Groups()) -> list[str]:
@@ -380,6 +420,8 @@ def add_users(layout: Layout, roster: Path | None, instructor: str | None, group
         if exists:
             if in_group(row.id, group):
                 report.append(f"{where}{row.id} is already on the hub")
+                if group == groups.instructors:
+                    report += [f"{where}{line}" for line in instructor_course(layout, row.id, groups)]
             else:
                 report.append(f"{where}{row.id} is an existing account that is not the course's: skipped")
             continue
@@ -390,7 +432,7 @@ def add_users(layout: Layout, roster: Path | None, instructor: str | None, group
             continue
         report.append(f"{where}{row.id} created")
         if group == groups.instructors:
-            report.append(f"{where}{row.id}'s course folder: {give_course_copy(layout, row.id)}")
+            report += [f"{where}{line}" for line in instructor_course(layout, row.id, groups)]
     if passwords:
         record_passwords(layout, passwords)
         report.append(f"first passwords: {layout.state / 'passwords.csv'} (root only)")
@@ -405,23 +447,79 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_holder(port: int) -> tuple[int | None, str] | None:
+    """Who listens on TCP ``port`` (any address): (process id or None, a description naming its user), or None."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as fh:
+            for line in list(fh)[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    inodes.add(fields[9])
+    if not inodes:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (entry / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in wanted:
+                        pid = int(entry.name)
+                        user = pwd.getpwuid(entry.stat().st_uid).pw_name
+                        argv = (entry / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ").strip()
+                        return pid, f"process {pid} of {user} ({argv[:120]})"
+    return None, "a process this machine does not show"
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a listener could bind ``port`` now (on every address, as the proxy might)."""
+    for family, address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        with socket.socket(family) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection's TIME_WAIT is no holder
+            try:
+                s.bind((address, port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRNOTAVAIL:  # no IPv6 here
+                    continue
+                return False
+    return True
+
+
 def hub_environment(layout: Layout, port: int, auth: str, idle_s: int, groups: Groups,
-                    api_port: int, proxy_api_port: int) -> dict[str, str]:
+                    api_port: int, proxy_api_port: int, limits: Limits | None, public_url: str) -> dict[str, str]:
     token = (layout.state / "course-admin-token").read_text().strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "COURSE_HUB", "GRADEBOOK"))}
     env.update(COURSE_HUB_PREFIX=str(layout.prefix), COURSE_HUB_PORT=str(port), COURSE_HUB_AUTH=auth,
                COURSE_HUB_IDLE_S=str(idle_s), COURSE_HUB_LEARNERS=groups.learners,
                COURSE_HUB_INSTRUCTORS=groups.instructors, COURSE_HUB_API_PORT=str(api_port),
                COURSE_HUB_PROXY_API_PORT=str(proxy_api_port), COURSE_HUB_ADMIN_TOKEN=token,
-               PATH=f"{layout.env / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+               COURSE_HUB_URL=public_url, PATH=f"{layout.env / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    if limits is not None:
+        env["COURSE_HUB_LIMITS"] = json.dumps(limits.to_dict())
     env.pop("VIRTUAL_ENV", None)
     return env
 
 
+#: start()'s limits when none are given: default_limits() for this machine
+MACHINE = "machine"
+
+
 def start(layout: Layout, port: int = 8000, auth: str = "pam", idle_s: int = 3600, groups: Groups = Groups(),
-          api_port: int = 8081, proxy_api_port: int = 8001) -> int:
-    """Start JupyterHub in the background; return its process id once /hub/health answers."""
+          api_port: int = 8081, proxy_api_port: int = 8001, limits: Limits | None | str = MACHINE,
+          public_url: str | None = None, report: list[str] | None = None) -> int:
+    """Start JupyterHub in the background; return its process id once it answers on ``port`` and what listens there
+    is its own proxy.
+
+    Whatever a killed hub left running is stopped first (its lines go to ``report``), so that a restart runs one
+    proxy and one culler. A port another process holds is refused, naming it. ``limits``: each learner's (and the
+    class's) memory, CPU and processes (:mod:`tools.hub_cgroups`); None runs without (not for a class).
+    ``public_url``: where browsers reach the hub (default ``http://localhost:<port>``); each user's server is on a
+    subdomain of it, ``<user>.<host>``.
+    """
     require_root()
+    report = report if report is not None else []
     if auth not in ("pam", "shared"):
         raise HubError(f"--auth {auth!r} is not a log-in the hub offers: use pam (the machine's accounts) or "
                        "shared (one password for everyone, for a demo)")
@@ -430,6 +528,26 @@ def start(layout: Layout, port: int = 8000, auth: str = "pam", idle_s: int = 360
     pid_file = layout.state / "hub.pid"
     if pid_file.is_file() and alive(int(pid_file.read_text())):
         raise HubError(f"the hub is already running (process {pid_file.read_text().strip()}): make hub-stop first")
+    left = stop(layout)
+    if left:
+        report += [f"stopped what an earlier hub left running: {line}" for line in left]
+    for name, number in (("HUB_PORT", port), ("the hub's API port", api_port), ("the proxy's API port",
+                                                                                 proxy_api_port)):
+        if not port_is_free(number):
+            holder = port_holder(number)
+            raise HubError(f"{name} {number} is held by {holder[1] if holder else 'another socket'}: the hub does not "
+                           "start where something else could answer in its place; stop that process or choose another "
+                           "port (HUB_PORT=)")
+    if limits == MACHINE:
+        limits = default_limits()
+    hub_groups = HubGroups(layout.prefix)
+    if limits is not None:
+        try:
+            hub_groups.create(limits)
+        except (CgroupError, OSError) as exc:
+            raise HubError(f"the learners' limits cannot be held on this machine: {exc}. Start with HUB_LIMITS=none "
+                           "to run without them (not for a class)") from None
+        report.append(f"limits: {limits.describe()}")
     if auth == "shared":
         for name, size in (("shared-password", 12), ("shared-admin-password", 32)):
             secret = layout.state / name
@@ -437,66 +555,120 @@ def start(layout: Layout, port: int = 8000, auth: str = "pam", idle_s: int = 360
                 fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "w") as fh:
                     fh.write(secrets.token_urlsafe(size) + "\n")
-    env = hub_environment(layout, port, auth, idle_s, groups, api_port, proxy_api_port)
+    public_url = public_url or f"http://localhost:{port}"
+    env = hub_environment(layout, port, auth, idle_s, groups, api_port, proxy_api_port, limits, public_url)
+    procs_files = hub_groups.procs_files("hub") if limits is not None else []
+
+    def into_hub_group():  # the hub, and the proxy and services it starts, in the hub's own group
+        for procs in procs_files:
+            with open(procs, "w") as fh:
+                fh.write(str(os.getpid()))
+
     log = open(layout.state / "jupyterhub.log", "ab")
     proc = subprocess.Popen([str(layout.env / "bin" / "jupyterhub"), "-f",
                              str(layout.course / "hub" / "jupyterhub_config.py")],
-                            cwd=layout.state, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            cwd=layout.state, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=into_hub_group)
     pid_file.write_text(str(proc.pid))
     deadline = time.monotonic() + START_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            stop(layout)
             raise HubError(f"JupyterHub stopped at start ({proc.returncode}); the end of its log, "
                            f"{layout.state / 'jupyterhub.log'}:\n{tail(layout.state / 'jupyterhub.log')}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/hub/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return proc.pid
+                answered = resp.status == 200
         except (urllib.error.URLError, OSError):
-            pass
+            answered = False
+        if answered:
+            holder = port_holder(port)
+            ours = hub_processes(layout, proc.pid)
+            if holder is None or holder[0] not in ours:
+                stop(layout)
+                raise HubError(f"port {port} answers, but not from the hub's proxy: it is held by "
+                               f"{holder[1] if holder else 'nobody this machine shows'}; the hub was stopped")
+            return proc.pid
         time.sleep(0.5)
     stop(layout)
     raise HubError(f"JupyterHub did not answer on port {port} within {START_S} s; its log:\n"
                    f"{tail(layout.state / 'jupyterhub.log')}")
 
 
+def hub_processes(layout: Layout, hub_pid: int | None = None) -> set[int]:
+    """The processes the hub started: its control groups' (tools/hub_cgroups.py), or, for a hub started without
+    limits, whatever runs a program from the hub's folder; and the hub's descendants, given its process."""
+    groups = HubGroups(layout.prefix)
+    found = groups.pids() if groups.exists() else set(processes_under(layout.prefix))
+    if hub_pid is not None:
+        found |= {hub_pid} | descendants(hub_pid)
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
 def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a killed one not yet reaped, a zombie, does not: it is reaped if it is ours)."""
     try:
         os.kill(pid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state == "Z":
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
+    return True
 
 
 def tail(path: Path, lines: int = 30) -> str:
     return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:]) if path.is_file() else ""
 
 
-def stop(layout: Layout, wait_s: float = 30) -> bool:
-    """Stop the hub (it stops the servers it started and its proxy). False if none was running."""
+def stop(layout: Layout, wait_s: float = 30) -> list[str]:
+    """Stop the hub and everything it started (proxy, services, every user's server and what those started),
+    whether the hub still runs or was killed. One line per thing stopped; empty if nothing ran."""
+    said = []
     pid_file = layout.state / "hub.pid"
-    if not pid_file.is_file():
-        return False
-    pid = int(pid_file.read_text())
-    if not alive(pid):
-        pid_file.unlink()
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + wait_s
-    while alive(pid) and time.monotonic() < deadline:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.2)
-    if alive(pid):
-        os.killpg(pid, signal.SIGKILL)
+    pid = int(pid_file.read_text()) if pid_file.is_file() else None
+    if pid is not None and alive(pid):
+        os.kill(pid, signal.SIGTERM)  # the hub stops its servers, its services and its proxy itself
+        deadline = time.monotonic() + wait_s
+        while alive(pid) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.2)
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        said.append(f"the hub (process {pid})")
     pid_file.unlink(missing_ok=True)
-    # A hub that stopped in time stopped its services and servers itself; one killed could not, and its idle
-    # culler and proxy run in sessions of their own: whatever still runs from the hub's folder goes too.
-    rest = list(processes_under(layout.prefix))
+    # a killed hub stopped nothing: its proxy, its culler and the servers run on, in the hub's control groups (and
+    # from its folder's programs), and go now
+    groups = HubGroups(layout.prefix)
+    rest = {p: describe(p) for p in hub_processes(layout) if p != os.getpid()}
+    if groups.exists():
+        groups.kill(grace_s=3)
+        groups.remove()
     for other in rest:
         with contextlib.suppress(ProcessLookupError):
             os.kill(other, signal.SIGTERM)
@@ -506,7 +678,19 @@ def stop(layout: Layout, wait_s: float = 30) -> bool:
     for other in rest:
         with contextlib.suppress(ProcessLookupError):
             os.kill(other, signal.SIGKILL)
-    return True
+    return said + [rest[p] for p in sorted(rest)]
+
+
+def describe(pid: int) -> str:
+    """'process 123 of ha (jupyterhub-singleuser ...)': a process as make hub-stop names it."""
+    entry = Path("/proc") / str(pid)
+    try:
+        user = pwd.getpwuid(entry.stat().st_uid).pw_name
+        argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except (OSError, KeyError):
+        return f"process {pid}"
+    shown = " ".join(Path(a).name if i == 0 or "/" in a and i < 2 else a for i, a in enumerate(argv) if a)
+    return f"process {pid} of {user} ({shown[:100]})"
 
 
 def processes_under(prefix: Path) -> dict[int, str]:
@@ -526,6 +710,27 @@ def processes_under(prefix: Path) -> dict[int, str]:
     return found
 
 
+def limits_from(args: argparse.Namespace) -> Limits | None:
+    """The limits make hub's options ask for, each left out one this machine's default (None: HUB_LIMITS=none)."""
+    if args.limits == "none":
+        return None
+    if args.limits not in ("", "on"):
+        raise HubError(f"HUB_LIMITS={args.limits!r}: leave it out for the limits, or none to run without them")
+    chosen = default_limits().to_dict()
+    try:
+        for name, option in (("memory", "HUB_MEMORY"), ("class_memory", "HUB_CLASS_MEMORY"),
+                             ("instructor_memory", "HUB_INSTRUCTOR_MEMORY")):
+            if getattr(args, name):
+                chosen[name] = parse_size(getattr(args, name), option)
+        if args.cpus:
+            chosen["cpus"] = float(args.cpus)
+        if args.tasks:
+            chosen["tasks"] = int(args.tasks)
+        return Limits(**chosen)
+    except ValueError as exc:
+        raise HubError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make hub", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -539,6 +744,13 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--port", type=int, default=8000)
             p.add_argument("--auth", default="pam", help="pam (default) or shared")
             p.add_argument("--idle-minutes", type=float, default=60, help="stop a server idle this long")
+            p.add_argument("--url", default="", help="where browsers reach the hub (http://localhost:PORT)")
+            p.add_argument("--memory", default="", help="each learner's memory, server and kernels together (2G)")
+            p.add_argument("--cpus", default="", help="each learner's CPUs (1)")
+            p.add_argument("--tasks", default="", help="each learner's processes and threads (512)")
+            p.add_argument("--class-memory", default="", help="all learners' memory together")
+            p.add_argument("--instructor-memory", default="", help="an instructor's server and grading (6G)")
+            p.add_argument("--limits", default="", help="none: no limits (not for a class)")
     args = parser.parse_args(argv)
     layout = Layout(args.prefix.resolve())
     try:
@@ -555,14 +767,26 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "start":
             if args.idle_minutes <= 0:
                 raise HubError(f"IDLE_MINUTES={args.idle_minutes} must be a positive number of minutes")
-            pid = start(layout, args.port, args.auth, int(args.idle_minutes * 60))
-            print(f"make hub: JupyterHub is running (process {pid}) at http://127.0.0.1:{args.port}/ "
-                  f"(log: {layout.state / 'jupyterhub.log'})")
+            said: list[str] = []
+            url = args.url or f"http://localhost:{args.port}"
+            pid = start(layout, args.port, args.auth, int(args.idle_minutes * 60), limits=limits_from(args),
+                        public_url=url, report=said)
+            for line in said:
+                print(f"make hub: {line}")
+            print(f"make hub: JupyterHub is running (process {pid}) at {url}/ (log: {layout.state / 'jupyterhub.log'})")
             if args.auth == "shared":
                 print(f"make hub: the learners' shared password is in {layout.state / 'shared-password'}, the "
                       f"instructors' in {layout.state / 'shared-admin-password'}")
         elif args.command == "stop":
-            print("make hub-stop: stopped" if stop(layout) else "make hub-stop: no hub was running")
+            stopped = stop(layout)
+            if not stopped:
+                print("make hub-stop: no hub was running, and nothing it started was left")
+            elif not stopped[0].startswith("the hub "):
+                print("make hub-stop: the hub was not running (killed?); stopped what it had left running:")
+            else:
+                print("make hub-stop: stopped")
+            for line in stopped:
+                print(f"  {line}")
     except HubError as exc:
         print(f"make hub: {exc}", file=sys.stderr)
         return 2

@@ -1,36 +1,51 @@
-"""A class on the course's hub, end to end: real accounts, a real JupyterHub on loopback, nbgrader's exchange.
+"""A class on the course's hub, end to end, with a learner who attacks it: real accounts, a real JupyterHub on
+loopback, nbgrader's exchange, Chromium.
 
-`make hub`'s own code (tools/hub.py) sets up a hub under a scratch prefix: the course environment made from
-the system's Python, the proxy from the committed npm lockfile, and an instructor and two learners as Unix
-accounts (throw-away names and groups). JupyterHub starts on random loopback ports with PAM log-in, and a
-term runs as it would:
+`make hub`'s own code (tools/hub.py) sets up a hub under a scratch prefix outside /tmp (the grading fence empties
+/tmp, so a hub there would be hidden from graded code whatever the hub's settings): the course environment made from
+the system's Python, the proxy from the committed npm lockfile, and an instructor and two learners, A and B, as Unix
+accounts (throw-away names and groups). JupyterHub starts on random loopback ports with PAM log-in, each user's
+server on a subdomain of localhost, each learner within the limits a fresh `make hub` gives this machine. One hub
+serves the whole term, and B attacks it as the issue that found the holes did (issue 42):
 
-1. the instructor releases 02-attention (nbgrader, as the instructor's account, in their ~/course);
+1. the instructor releases 02-attention, from their JupyterLab (a kernel of their server: the hub's terminal);
 2. learner A logs in with the password `make hub-users` gave and, in Chromium, fetches the assignment in the
    Assignments tab, writes one exercise correctly, validates, and submits in the Assignments tab; learner B
-   submits the untouched release, then, after the due date, a notebook whose code tries to read A's home
-   and the exchange;
-3. the instructor collects, grades (`make grade`'s tool, with deadlines.toml), writes feedback
-   (`make feedback`'s tool) and releases it;
-4. A fetches feedback in the Assignments tab and reads it in Chromium: the points and the diagnosis, no
-   hidden test code; B's shows zero, late;
-5. B can list neither the exchange's submissions nor A's home; a learner's server has no formgrader;
-   in Chromium (Debian's, headless, loopback only), B's Nbgrader menu offers the Assignment List alone,
-   and the instructor's Nbgrader > Formgrader panel shows the formgrader's page in its frame (JupyterHub
-   forbids frames by default, and the panel is then blank);
-6. the hub stops and starts again: the accounts, the log-in, the work, the grades and the feedback remain;
-7. started with the demo log-in, the learners' shared password lets a learner in but not as the
-   instructor, who has a password of their own, and no account outside the course gets in;
-8. with a short idle limit (IDLE_S), the idle culler stops a learner's server nobody uses, and the learner's
-   files stay.
+   submits the untouched release, then, after the due date, a notebook whose code pries (it lists and reads A's
+   home, the exchange, the instructor's files) and shows HTML with a script. Then B attacks the exchange by hand:
+   a submission folder of B's own holding links to the instructor's files, a FIFO, and a timestamp.txt that claims a
+   time before the due date; a submission in A's name; renaming the course's folder and A's submission, reading and
+   writing into A's submission;
+3. the instructor collects, grades (`make grade`'s tool, with deadlines.toml), writes feedback (`make feedback`'s
+   tool) and releases it, all from their server: collect names each thing it refused;
+4. A fetches feedback in the Assignments tab and reads it in Chromium: the points and the diagnosis, no hidden test
+   code; B's shows zero, late, and nothing of the instructor's;
+5. B can list neither the exchange's submissions nor A's home; a learner's server has no formgrader; in Chromium,
+   B's Nbgrader menu offers the Assignment List alone, and the instructor's Formgrader panel shows the formgrader's
+   page in its frame. B serves a page through its own Jupyter settings and restarts its server: the instructor,
+   logged in, opens it, and any script on B's address tries to read and frame the instructor's server; the
+   instructor opens B's graded notebook in the formgrader, whose HTML carries B's script;
+6. the instructor grades B again from a plain root shell (`runuser`, no variable the hub's spawner sets): B's code
+   sees no other learner's work there either;
+7. A's and B's kernels: a file each writes is private, each /tmp is its own, and B's kernel asks for more memory
+   than B's limit: it dies, the cell says why, and A's kernel keeps working;
+8. the hub is killed (SIGKILL): `make hub-stop` stops what it left; B listens on the hub's port, and the hub
+   refuses to start there; the hub starts, is killed again and started again: one proxy and one culler run, and the
+   accounts, the log-in, the work, the grades and the feedback remain;
+9. started with the demo log-in, the learners' shared password lets a learner in but not as the instructor, who has
+   a password of their own, and no account outside the course gets in;
+10. with a short idle limit (IDLE_S), the idle culler stops a learner's server nobody uses, and the learner's files
+   stay.
 
-Afterwards the machine is as before: the accounts, their groups and homes, the processes and the prefix
-are removed. HUB_TEST_DUMP=<file> writes what each step showed to that file (JSON), for a failure's
+Afterwards the machine is as before: the accounts, their groups and homes, the processes, the control groups and the
+prefix are removed. HUB_TEST_DUMP=<file> writes what each step showed to that file (JSON), for a failure's
 post-mortem: the hub itself is gone by then.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import csv
 import datetime as dt
 import grp
@@ -40,10 +55,14 @@ import pwd
 import random
 import re
 import shutil
+import signal
+import socket
 import string
 import subprocess
+import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import nbformat
@@ -55,11 +74,17 @@ from playwright.sync_api import sync_playwright
 from grader.notebook import grade_id
 from nbtools import ROOT
 from tools import hub
+from tools.hub_cgroups import HubGroups, default_limits
 
 pytestmark = pytest.mark.slow
 
 ASSIGNMENT, NOTEBOOK, EXERCISE = "02-attention", "attention.ipynb", "attention_scores"
 COURSE_ID = hub.COURSE_ID
+#: what the instructor's files hold, which must never reach a learner
+SENTINELS = {"class list": "SENTINEL-CLASS-LIST", "shell history": "SENTINEL-SHELL-HISTORY"}
+#: the script B's notebook shows as HTML, which must not run in the instructor's formgrader
+XSS_MARK = "pwned-by-b"
+V1 = "v1.kernel.websocket.jupyter.org"
 
 
 class Hub:
@@ -70,10 +95,18 @@ class Hub:
         self.instructor, self.a, self.b = instructor, a, b
         self.port = hub.free_port()
         self.ports = dict(api_port=hub.free_port(), proxy_api_port=hub.free_port())
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.base = f"http://localhost:{self.port}"
+        self.kernels: dict[str, str] = {}
+        self.started: list[str] = []
 
-    def start(self, auth: str = "pam", idle_s: int = 3600) -> None:
-        hub.start(self.layout, self.port, auth=auth, groups=self.groups, idle_s=idle_s, **self.ports)
+    def start(self, auth: str = "pam", idle_s: int = 3600) -> int:
+        self.kernels.clear()
+        return hub.start(self.layout, self.port, auth=auth, groups=self.groups, idle_s=idle_s, report=self.started,
+                         **self.ports)
+
+    def server(self, user: str) -> str:
+        """The user's server, on a domain of its own."""
+        return f"http://{user}.localhost:{self.port}/user/{user}"
 
     def logs_in(self, user: str, password: str) -> bool:
         """Whether the hub's form accepts this user and password (the user's server is not started)."""
@@ -106,14 +139,15 @@ class Hub:
             time.sleep(0.5)
         else:
             pytest.fail(f"{user}'s server did not start within 120 s:\n{hub.tail(self.log)}", pytrace=False)
-        r = s.get(f"{self.base}/user/{user}/lab", timeout=60)
+        r = s.get(f"{self.server(user)}/lab", timeout=60)
         assert r.status_code == 200, f"{user}'s lab: {r.status_code}\n{hub.tail(self.log)}"
+        self.kernels.pop(user, None)
         return s
 
     def call(self, s: requests.Session, user: str, method: str, path: str, **kw) -> requests.Response:
         """A request to the user's own server, as its pages make it (the server's XSRF token in a header)."""
-        headers = {"X-XSRFToken": s.cookies.get("_xsrf", path=f"/user/{user}/") or ""}
-        return s.request(method, f"{self.base}/user/{user}/{path}", headers=headers, timeout=300, **kw)
+        headers = {"X-XSRFToken": s.cookies.get("_xsrf", domain=f"{user}.localhost", path=f"/user/{user}/") or ""}
+        return s.request(method, f"{self.server(user)}/{path}", headers=headers, timeout=300, **kw)
 
     def assignments(self, s: requests.Session, user: str, action: str | None = None) -> list[dict]:
         """The Assignments tab's list, or its fetch / submit / fetch_feedback button."""
@@ -136,14 +170,38 @@ class Hub:
                       data=json.dumps({"type": "notebook", "format": "json", "content": nb}))
         assert r.status_code in (200, 201), f"{user} could not save {path}: {r.status_code} {r.text[:300]}"
 
-    def as_instructor(self, *cmd: str) -> subprocess.CompletedProcess:
-        """A command in the instructor's terminal: their account, their ~/course, the hub's environment."""
-        home = Path(pwd.getpwnam(self.instructor).pw_dir)
-        env = {"HOME": str(home), "USER": self.instructor, "LANG": "C.UTF-8",
-               "PATH": f"{self.layout.env / 'bin'}:/usr/bin:/bin",
-               "JUPYTER_CONFIG_PATH": str(self.layout.etc / "instructor")}
-        return subprocess.run(["runuser", "-u", self.instructor, "--", "env", "-i",
-                               *(f"{k}={v}" for k, v in env.items()), *cmd],
+    def execute(self, s: requests.Session, user: str, code: str, timeout: float = 600) -> dict:
+        """Run ``code`` in a kernel of the user's server, over the websocket JupyterLab uses (protocol v1); what
+        came back to the running cell: {"reply": status or None, "stdout", "stderr", "restarting": bool}."""
+        if user not in self.kernels:
+            r = self.call(s, user, "POST", "api/kernels", json={"name": "python3"})
+            assert r.status_code == 201, f"{user}: a kernel: {r.status_code} {r.text[:300]}"
+            self.kernels[user] = r.json()["id"]
+        cookies = "; ".join(f"{c.name}={c.value}" for c in s.cookies if c.domain in (f"{user}.localhost", ".localhost"))
+        url = f"ws://{user}.localhost:{self.port}/user/{user}/api/kernels/{self.kernels[user]}/channels"
+        origin = f"http://{user}.localhost:{self.port}"
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # its own event loop, beside Playwright's
+            return pool.submit(asyncio.run, _execute(url, cookies, origin, user, code, timeout)).result()
+
+    def in_server(self, s: requests.Session, user: str, *cmd: str,
+                  cwd: str = "~/course") -> subprocess.CompletedProcess:
+        """A command run from the user's JupyterLab (a kernel of their server: the hub's terminal, as the server's
+        environment, control group and /tmp have it)."""
+        code = (f"import json, os, subprocess\n"
+                f"r = subprocess.run({list(cmd)!r}, cwd=os.path.expanduser({cwd!r}), capture_output=True, text=True)\n"
+                f"print('RESULT' + json.dumps([r.returncode, r.stdout, r.stderr]))\n")
+        out = self.execute(s, user, code)
+        found = [line for line in out["stdout"].splitlines() if line.startswith("RESULT")]
+        assert found, f"{' '.join(cmd)} in {user}'s server gave no result: {out}"
+        rc, stdout, stderr = json.loads(found[-1][len("RESULT"):])
+        return subprocess.CompletedProcess(list(cmd), rc, stdout, stderr)
+
+    def as_root_shell(self, user: str, *cmd: str) -> subprocess.CompletedProcess:
+        """A command from a plain root shell as ``user`` (runuser, a bare environment: none of the variables the
+        hub's spawner sets), in their ~/course."""
+        home = Path(pwd.getpwnam(user).pw_dir)
+        return subprocess.run(["runuser", "-u", user, "--", "env", "-i", f"HOME={home}", f"USER={user}",
+                               "LANG=C.UTF-8", "PATH=/usr/bin:/bin", *cmd],
                               cwd=home / "course", capture_output=True, text=True, timeout=600)
 
     def as_user(self, user: str, *cmd: str) -> subprocess.CompletedProcess:
@@ -152,6 +210,53 @@ class Hub:
     @property
     def log(self) -> Path:
         return self.layout.state / "jupyterhub.log"
+
+    @property
+    def inbound(self) -> Path:
+        return self.layout.exchange / COURSE_ID / "inbound"
+
+
+async def _execute(url: str, cookies: str, origin: str, user: str, code: str, timeout: float) -> dict:
+    from jupyter_server.services.kernels.connection.base import deserialize_msg_from_ws_v1, serialize_msg_to_ws_v1
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    ws = await websocket_connect(HTTPRequest(url, headers={"Cookie": cookies, "Origin": origin}), subprotocols=[V1])
+    msg_id = uuid.uuid4().hex
+    header = {"msg_id": msg_id, "msg_type": "execute_request", "username": user, "session": uuid.uuid4().hex,
+              "version": "5.3", "date": dt.datetime.now(dt.timezone.utc).isoformat()}
+    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False,
+               "stop_on_error": True}
+    await ws.write_message(serialize_msg_to_ws_v1([json.dumps(x).encode() for x in (header, {}, {}, content)],
+                                                  "shell"), binary=True)
+    out = {"reply": None, "stdout": "", "stderr": "", "restarting": False}
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                raw = await asyncio.wait_for(ws.read_message(), 5)
+            except asyncio.TimeoutError:
+                continue
+            if raw is None:
+                break
+            _, parts = deserialize_msg_from_ws_v1(raw)
+            head, parent, _, body = (json.loads(p) for p in parts[:4])
+            if head["msg_type"] == "status" and body.get("execution_state") == "restarting":
+                out["restarting"] = True
+            elif parent.get("msg_id") != msg_id:
+                continue
+            elif head["msg_type"] == "stream":
+                out[body["name"]] += body["text"]
+            elif head["msg_type"] == "error":
+                out["stderr"] += f"{body['ename']}: {body['evalue']}\n"
+            elif head["msg_type"] == "execute_reply":
+                out["reply"] = body["status"]
+                break
+            if out["restarting"] and "memory limit" in out["stderr"]:
+                break  # the kernel was stopped and said why: no reply will come
+    finally:
+        ws.close()
+    return out
 
 
 def remove_accounts(users: list[str], groups: list[str]) -> None:
@@ -176,6 +281,18 @@ def with_source(nb, exercise: str, source: str):
     return nb
 
 
+def resolve_localhost_names(monkeypatch) -> None:
+    """*.localhost is loopback (RFC 6761; Chromium knows it); glibc here does not, so this process is told."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if isinstance(host, str) and host.endswith(".localhost"):
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
 @pytest.fixture(scope="module")
 def term():
     """The hub set up, its accounts made, and a whole term run through it; yields (Hub, what happened)."""
@@ -185,27 +302,47 @@ def term():
     tag = "".join(random.choices(string.ascii_lowercase, k=5))
     instructor, a, b = f"hi{tag}", f"ha{tag}", f"hb{tag}"
     groups = hub.Groups(f"hl{tag}", f"hi{tag}g")
-    prefix = Path(tempfile.mkdtemp(prefix="course-hub-", dir="/tmp"))
+    prefix = Path(tempfile.mkdtemp(prefix="course-hub-test-", dir="/opt"))  # not /tmp: see the module's docstring
     prefix.chmod(0o755)  # the learners' servers run the environment inside it
     layout = hub.Layout(prefix / "hub")
     h = Hub(layout, groups, instructor, a, b)
     seen: dict = {}
     try:
-        t = time.monotonic()
-        hub.setup(layout)
-        seen["setup_s"] = time.monotonic() - t
-        roster = prefix / "roster.csv"
-        roster.write_text(f"id,name,email\n{a},Ada A,ada@example.org\n{b},Bo B,bo@example.org\n{a},Again,\n")
-        seen["users"] = hub.add_users(layout, roster, instructor, groups)
-        h.start()
-        run_term(h, seen)
-        if os.environ.get("HUB_TEST_DUMP"):
-            Path(os.environ["HUB_TEST_DUMP"]).write_text(json.dumps(seen, default=str, indent=1))
+        with pytest.MonkeyPatch.context() as mp:
+            resolve_localhost_names(mp)
+            t = time.monotonic()
+            hub.setup(layout)
+            seen["setup_s"] = time.monotonic() - t
+            roster = prefix / "roster.csv"
+            roster.write_text(f"id,name,email\n{a},Ada A,ada@example.org\n{b},Bo B,bo@example.org\n{a},Again,\n")
+            seen["users"] = hub.add_users(layout, roster, instructor, groups)
+            instructor_files(h, tag)
+            h.start()
+            try:
+                run_term(h, seen)
+            finally:
+                if os.environ.get("HUB_TEST_DUMP"):
+                    Path(os.environ["HUB_TEST_DUMP"]).write_text(json.dumps(seen, default=str, indent=1))
         yield h, seen
     finally:
         hub.stop(layout)
         remove_accounts([instructor, a, b], [groups.learners, groups.instructors])
         shutil.rmtree(prefix, ignore_errors=True)
+
+
+def instructor_files(h: Hub, tag: str) -> None:
+    """What an instructor's home holds that a learner must never see: the class list and the shell's history."""
+    entry = pwd.getpwnam(h.instructor)
+    home = Path(entry.pw_dir)
+    for path, what in ((home / "course" / "class.csv", "class list"), (home / ".bash_history", "shell history")):
+        path.write_text(f"{SENTINELS[what]}-{tag}\n{h.a},Ada A\n{h.b},Bo B\n")
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+        path.chmod(0o600)
+    SENTINELS["tag"] = tag
+
+
+def sentinels() -> list[str]:
+    return [f"{SENTINELS[w]}-{SENTINELS['tag']}" for w in ("class list", "shell history")]
 
 
 def _processes_of(user: str, within_s: float) -> list[int]:
@@ -220,7 +357,7 @@ def _processes_of(user: str, within_s: float) -> list[int]:
 
 
 def run_term(h: Hub, seen: dict) -> None:
-    """Steps 1-8 of the module's story, with one Chromium open throughout; what each showed goes into ``seen``."""
+    """Steps 1-10 of the module's story, with one Chromium open throughout; what each showed goes into ``seen``."""
     if not CHROMIUM.is_file():
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with tools/system_packages.sh (as root)",
                     pytrace=False)
@@ -232,11 +369,53 @@ def run_term(h: Hub, seen: dict) -> None:
             browser.close()
 
 
+def pry_source(h: Hub) -> str:
+    """B's exercise: what the graded kernel can list and read of others' work, raised as the cell's error."""
+    a_home = Path(pwd.getpwnam(h.a).pw_dir)
+    i_home = Path(pwd.getpwnam(h.instructor).pw_dir)
+    places = {"A's home": str(a_home), "inbound": str(h.inbound), "exchange": str(h.layout.exchange),
+              "A's notebook": str(a_home / ASSIGNMENT / NOTEBOOK), "class list": str(i_home / "course" / "class.csv"),
+              "history": str(i_home / ".bash_history")}
+    return (f"def {EXERCISE}(q, k):\n"
+            f"    import os\n"
+            f"    seen = {{}}\n"
+            f"    for what, place in {places!r}.items():\n"
+            f"        try:\n"
+            f"            seen[what] = os.listdir(place) if os.path.isdir(place) else open(place).read()[:80]\n"
+            f"        except Exception as exc:\n"
+            f"            seen[what] = type(exc).__name__\n"
+            f"    raise RuntimeError(f'what the kernel saw: {{seen!r}}')\n")
+
+
+def xss_cell() -> nbformat.NotebookNode:
+    """A cell of B's whose output is HTML with a script, for whoever renders B's notebook."""
+    return nbformat.v4.new_code_cell(
+        "from IPython.display import HTML, display\n"
+        f"display(HTML(\"<b id='{XSS_MARK}'>B's output</b><img src=x onerror=\\\"document.title='{XSS_MARK}'\\\">\"\n"
+        f"             \"<script>document.title='{XSS_MARK}'</script>\"))\n")
+
+
+def utc_name(when: dt.datetime) -> str:
+    return f"{when:%Y-%m-%d %H:%M:%S.%f} UTC"
+
+
+def mark(seen: dict, step: str) -> None:
+    """The time each step took (seen["step_s"]), for the suite's budget: a step starts where the last one ends."""
+    now = time.monotonic()
+    last = seen.setdefault("_mark", [None, now])
+    if last[0] is not None:
+        seen.setdefault("step_s", {})[last[0]] = round(now - last[1], 1)
+    seen["_mark"] = [step, now]
+
+
 def run_term_in(h: Hub, seen: dict, browser) -> None:
-    # 1. release
-    res = h.as_instructor("nbgrader", "release_assignment", ASSIGNMENT)
+    mark(seen, '1')
+    # 1. release, from the instructor's JupyterLab
+    si = h.login(h.instructor)
+    res = h.in_server(si, h.instructor, "nbgrader", "release_assignment", ASSIGNMENT)
     assert res.returncode == 0, res.stdout + res.stderr
 
+    mark(seen, '2')
     # 2. learner A, in Chromium: the Assignments tab lists the release, Fetch brings it home; one exercise
     # written (saved through the server's contents API), Validate, then Submit in the Assignments tab
     sa = h.login(h.a)
@@ -254,37 +433,33 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
     tab.locator("#submitted_assignments_list", has_text=ASSIGNMENT).wait_for()
     seen["a_submitted"] = h.assignments(sa, h.a)
 
-    # learner B: the untouched release, then (after the due date) a notebook that pries
+    # learner B: the untouched release, then (after the due date) a notebook that pries, with a script in its HTML
     sb = h.login(h.b)
     h.assignments(sb, h.b, "fetch")
     h.assignments(sb, h.b, "submit")
     time.sleep(1.5)
     seen["due"] = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
     time.sleep(1.5)
-    inbound = h.layout.exchange / COURSE_ID / "inbound"
-    pry = (f"def {EXERCISE}(q, k):\n"
-           f"    import os\n"
-           f"    seen = []\n"
-           f"    for place in ({str(Path(pwd.getpwnam(h.a).pw_dir))!r}, {str(inbound)!r}):\n"
-           f"        try:\n"
-           f"            seen.append(os.listdir(place))\n"
-           f"        except Exception as exc:\n"
-           f"            seen.append(type(exc).__name__)\n"
-           f"    raise RuntimeError(f'what the kernel saw: {{seen}}')\n")
-    h.save(sb, h.b, path, with_source(h.notebook(sb, h.b, path), EXERCISE, pry))
+    pry = with_source(h.notebook(sb, h.b, path), EXERCISE, pry_source(h))
+    pry.cells.append(xss_cell())
+    h.save(sb, h.b, path, pry)
     h.assignments(sb, h.b, "submit")
+    b_attacks_the_exchange(h, seen)
 
-    # 3. the instructor collects, grades with a due date, writes and releases feedback
+    mark(seen, '3')
+    # 3. the instructor collects, grades with a due date, writes and releases feedback, from their JupyterLab
     home = Path(pwd.getpwnam(h.instructor).pw_dir)
     (home / "course" / "deadlines.toml").write_text(f'[late]\npenalty = "none"\n[due]\n{ASSIGNMENT} = '
                                                     f'{seen["due"].isoformat()}\n')
     for cmd in (("nbgrader", "collect", ASSIGNMENT), ("python", "-m", "tools.grade", "--jobs", "1"),
                 ("python", "-m", "tools.feedback"), ("nbgrader", "release_feedback", ASSIGNMENT)):
-        res = h.as_instructor(*cmd)
-        seen[cmd[-1] if cmd[0] == "nbgrader" else cmd[2]] = res
+        res = h.in_server(si, h.instructor, *cmd)
+        seen[cmd[1] if cmd[0] == "nbgrader" else cmd[2]] = res
         assert res.returncode == 0, f"{' '.join(cmd)}:\n{res.stdout}{res.stderr}"
     seen["grades"] = {r["student_id"]: r for r in csv.DictReader((home / "course" / "grades.csv").open())}
+    seen["b_copies"] = what_the_course_holds_of(h, h.b)
 
+    mark(seen, '4')
     # 4. the learners fetch their feedback: A in Chromium (Fetch Feedback in the Assignments tab, then the page
     # itself as the browser renders it), B through the same endpoint
     page_a.reload()
@@ -296,44 +471,110 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
         if user == h.b:
             h.assignments(s, user, "fetch_feedback")
         folder = h.call(s, user, "GET", f"api/contents/{ASSIGNMENT}/feedback").json()
-        (stamp,) = [c["name"] for c in folder["content"]]
-        page = h.call(s, user, "GET", f"files/{ASSIGNMENT}/feedback/{stamp}/attention.html")
-        assert page.status_code == 200, page.status_code
-        seen[f"feedback_{user}"] = page.text
+        stamps = [c["name"] for c in folder["content"]]
+        pages = [h.call(s, user, "GET", f"files/{ASSIGNMENT}/feedback/{stamp}/attention.html") for stamp in stamps]
+        assert all(page.status_code == 200 for page in pages), [page.status_code for page in pages]
+        seen[f"feedback_{user}"] = pages[-1].text
+        seen[f"feedback_all_{user}"] = "".join(page.text for page in pages)
         if user == h.a:
             # nbgrader's feedback page asks a CDN for MathJax: that request is blocked like every request off
             # the hub, and recorded apart (the page must read without it; its math then stays as TeX)
             before = len(seen.get("blocked", []))
-            page_a.goto(f"{h.base}/user/{user}/files/{ASSIGNMENT}/feedback/{stamp}/attention.html")
+            page_a.goto(f"{h.server(user)}/files/{ASSIGNMENT}/feedback/{stamps[-1]}/attention.html")
             seen["feedback_a_shown"] = page_a.locator("body").inner_text()
             seen["blocked_by_feedback"] = seen.get("blocked", [])[before:]
             del seen.get("blocked", [])[before:]
+    from nbgrader.utils import notebook_hash
 
-    # 5. what a learner can and cannot reach
-    seen["b_lists_inbound"] = h.as_user(h.b, "ls", str(inbound))
+    forged = notebook_hash(secret=FORGED_SECRET, notebook_id=Path(NOTEBOOK).stem)
+    forged = h.layout.exchange / COURSE_ID / "feedback" / f"{forged}.html"
+    seen["feedback_under_forged_secret"] = h.as_user(h.b, "cat", str(forged))
+
+    mark(seen, '5')
+    # 5. what a learner can and cannot reach, and what each role's JupyterLab offers
+    seen["b_lists_inbound"] = h.as_user(h.b, "ls", str(h.inbound))
     seen["b_reads_a"] = h.as_user(h.b, "cat", f"{pwd.getpwnam(h.a).pw_dir}/{path}")
     seen["b_formgrader"] = h.call(sb, h.b, "GET", "formgrader").status_code
-    si = h.login(h.instructor)
     r = h.call(si, h.instructor, "GET", "formgrader")
     seen["instructor_formgrader"] = (r.status_code, r.headers.get("Content-Security-Policy"))
     r = h.call(sb, h.b, "GET", "lab")
     seen["b_csp"] = r.headers.get("Content-Security-Policy")
-
     seen["browser"] = in_the_browser(h, browser, seen)
+    seen["b_page"], sb = b_serves_a_page(h, browser, seen)  # B's server was restarted: a new session
 
-    # 6. a restart: the hub stops (and the servers, the culler and the proxy with it), starts again
-    hub.stop(h.layout)
-    seen["running_after_stop"] = list(hub.processes_under(h.layout.prefix).values())
+    mark(seen, '6')
+    # 6. the fence, with grading started from a plain root shell as the instructor: B's code regraded
+    res = h.as_root_shell(h.instructor, str(h.layout.env / "bin" / "python"), "-m", "tools.grade", "--jobs", "1",
+                          "--student", h.b)
+    seen["root_shell_grade"] = res
+    graded = nbformat.read(home / "course" / "autograded" / h.b / ASSIGNMENT / NOTEBOOK, as_version=4)
+    (cell,) = [c for c in graded.cells if grade_id(c) == f"test_{EXERCISE}"]
+    seen["fence_from_root_shell"] = "".join(str(o.get("evalue", "")) for o in cell.outputs)
+
+    mark(seen, '7')
+    # 7. each learner's kernel: private files, a /tmp of its own, and B's memory limit
+    writes = ("import os\n"
+              "for path in ('/tmp/a-private.txt', os.path.expanduser('~/a-note.txt')):\n"
+              "    open(path, 'w').write('A')\n"
+              "    print(oct(os.stat(path).st_mode & 0o777), end=' ')\n"
+              "print(os.listdir('/tmp'))\n")
+    seen["private"] = {"a": h.execute(sa, h.a, writes),
+                       "b": h.execute(sb, h.b, "import os\nprint(os.listdir('/tmp'))")}
+    seen["limits_of_b"] = HubGroups(h.layout.prefix).limits_of("learners", h.b)
+    seen["used_by_a"] = HubGroups(h.layout.prefix).usage("learners", h.a)  # server, Validate's kernel, one kernel
+    t = time.monotonic()
+    seen["b_over_memory"] = h.execute(sb, h.b, "x = b'\\x01' * (3 << 30)\nprint('still here')", timeout=120)
+    seen["b_over_memory_s"] = time.monotonic() - t
+    seen["a_meanwhile"] = h.execute(sa, h.a, "print(sum(range(10**6)))")
+    seen["b_server_after"] = h.call(sb, h.b, "GET", "api/status").status_code
+    seen["b_after"] = h.execute(sb, h.b, "print(6 * 7)", timeout=120)
+
+    mark(seen, '8')
+    # 8. the hub's own processes: killed, stopped, its port held by B, started twice with a kill between
+    seen["before_kill"] = running_parts(h)
+    os.kill(int((h.layout.state / "hub.pid").read_text()), signal.SIGKILL)
+    time.sleep(1)
+    stopped = subprocess.run([sys.executable, "-m", "tools.hub", "stop", "--prefix", str(h.layout.prefix)],
+                             capture_output=True, text=True, cwd=ROOT, timeout=120)
+    seen["stop_after_kill"] = stopped
+    seen["running_after_stop"] = {"hub's": sorted(hub.hub_processes(h.layout)),
+                                  "users'": {u: _processes_of(u, within_s=5) for u in (h.instructor, h.a, h.b)}}
+    squatter = subprocess.Popen(["runuser", "-u", h.b, "--", "python3", "-m", "http.server", str(h.port),
+                                 "--bind", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while hub.port_is_free(h.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        try:
+            h.start()
+            seen["started_on_held_port"] = "started"
+        except hub.HubError as exc:
+            seen["started_on_held_port"] = str(exc)
+    finally:
+        squatter.kill()
+        squatter.wait()
+        for pid in _processes_of(h.b, within_s=0):  # runuser's child, B's fake server
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not hub.port_is_free(h.port) and time.monotonic() < deadline:
+        time.sleep(0.2)
     h.start()
+    os.kill(int((h.layout.state / "hub.pid").read_text()), signal.SIGKILL)
+    time.sleep(1)
+    h.started.clear()
+    h.start()  # no make hub-stop between: start stops what the killed hub left
+    seen["restart_report"] = list(h.started)
     sa = h.login(h.a)
     seen["after_restart"] = {
+        "running": running_parts(h),
         "listed": h.assignments(sa, h.a),
         "feedback": h.call(sa, h.a, "GET", f"api/contents/{ASSIGNMENT}/feedback").status_code,
         "grades": {r["student_id"]: r["score"]
                    for r in csv.DictReader((home / "course" / "grades.csv").open())},
     }
 
-    # 7. the demo log-in: one password for the learners, another for the instructor (8: a short idle limit)
+    mark(seen, '9')
+    # 9. the demo log-in: one password for the learners, another for the instructor (10: a short idle limit)
     hub.stop(h.layout)
     h.start(auth="shared", idle_s=IDLE_S)
     learners, instructors = ((h.layout.state / f).read_text().strip()
@@ -346,7 +587,8 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
         "not a course account": h.logs_in("root", learners),
     }
 
-    # 8. the idle culler: B's server, started and then left alone, is stopped; B's files stay
+    mark(seen, '10')
+    # 10. the idle culler: B's server, started and then left alone, is stopped; B's files stay
     home_b = Path(pwd.getpwnam(h.b).pw_dir)
     def work_of_b() -> dict[str, bytes]:  # B's notebooks and course files, with their contents
         return {str(p.relative_to(home_b)): p.read_bytes() for p in home_b.rglob("*.ipynb") if p.is_file()}
@@ -365,22 +607,95 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
         "files_kept": bool(work_before) and work_of_b() == work_before,
         "culler_said": [line for line in hub.tail(h.log, 400).splitlines() if "Culling server" in line and h.b in line],
     }
+    mark(seen, "end")
 
 
-#: the idle limit of step 8 (the culler then looks every 10 s): short, so that the test waits under a minute
+#: the submission secret B chose for the submission it forged in A's name
+FORGED_SECRET = "b-chose-this-secret"
+
+
+def b_attacks_the_exchange(h: Hub, seen: dict) -> None:
+    """Step 2's attacks by hand, as B's account: a submission of B's own with links, a FIFO and an early time; one in
+    A's name; renaming, reading and writing what is not B's."""
+    i_home = Path(pwd.getpwnam(h.instructor).pw_dir)
+    b_home = Path(pwd.getpwnam(h.b).pw_dir)
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(seconds=5)
+    mine = h.inbound / f"{h.b}+{ASSIGNMENT}+{utc_name(now)}+handmade"
+    forged = h.inbound / f"{h.a}+{ASSIGNMENT}+{utc_name(now + dt.timedelta(seconds=1))}+forged"
+    notebook = b_home / ASSIGNMENT / NOTEBOOK
+    cache = b_home / ".local" / "share" / "jupyter" / "nbgrader_cache" / COURSE_ID
+    script = "\n".join([
+        "set -eu",
+        f"mkdir '{mine}' && cp '{notebook}' '{mine}/'",
+        f"printf '%s' '{utc_name(seen['due'] - dt.timedelta(hours=1))}' > '{mine}/timestamp.txt'",  # an early claim
+        # the secret of B's last submission through the Assignments tab, so that B's feedback reaches B
+        f"cp \"$(ls -d '{cache}'/*+{ASSIGNMENT}+* | sort | tail -n 1)/submission_secret.txt\" '{mine}/'",
+        f"ln -s '{i_home / 'course' / 'class.csv'}' '{mine}/class.csv'",
+        f"ln -s '{i_home / '.bash_history'}' '{mine}/history.txt'",
+        f"ln -s '{i_home / 'course'}' '{mine}/course'",
+        f"mkfifo '{mine}/pipe'",
+        f"chmod 640 '{mine}/{NOTEBOOK}' '{mine}/timestamp.txt' '{mine}/submission_secret.txt'",  # for the instructors
+        f"mkdir '{forged}' && cp '{notebook}' '{forged}/'",
+        f"printf '%s' '{utc_name(now)}' > '{forged}/timestamp.txt'",
+        f"printf '%s' '{FORGED_SECRET}' > '{forged}/submission_secret.txt'",
+    ])
+    res = h.as_user(h.b, "bash", "-c", script)
+    assert res.returncode == 0, f"B's own folders in inbound could not be made: {res.stderr}"
+    a_entry = next(p for p in h.inbound.iterdir() if p.name.startswith(f"{h.a}+") and not p.name.endswith("forged"))
+    course = h.layout.exchange / COURSE_ID
+    seen["b_tries"] = {what: h.as_user(h.b, *cmd).returncode for what, cmd in {
+        "rename the course folder": ("mv", str(course), str(h.layout.exchange / "moved")),
+        "make a course folder": ("mkdir", str(h.layout.exchange / "another-course")),
+        "write into the release": ("touch", str(course / "outbound" / ASSIGNMENT / "extra.ipynb")),
+        "list A's submission": ("ls", str(a_entry)),
+        "read A's notebook": ("cat", str(a_entry / NOTEBOOK)),
+        "add to A's submission": ("touch", str(a_entry / "extra.ipynb")),
+        "rename A's submission": ("mv", str(a_entry), str(h.inbound / "renamed")),
+        "remove A's submission": ("rm", "-rf", str(a_entry)),
+    }.items()}
+    seen["a_entry_modes"] = {p.name: oct(p.stat().st_mode & 0o7777) for p in [a_entry, *a_entry.iterdir()]}
+    seen["exchange_modes"] = {str(p.relative_to(h.layout.prefix)): [oct(p.stat().st_mode & 0o7777), p.owner()]
+                              for p in (h.layout.exchange, course, h.inbound, course / "outbound", course / "feedback")}
+
+
+def what_the_course_holds_of(h: Hub, learner: str) -> dict:
+    """B's folders in the instructor's course after grading: their links, and whether any file holds what the
+    instructor's files hold."""
+    course = Path(pwd.getpwnam(h.instructor).pw_dir) / "course"
+    folders = [course / part / learner for part in ("submitted", "autograded", "feedback")]
+    files = [p for folder in folders for p in folder.rglob("*")]
+    secret = (course / "grading-secret").read_text().strip()
+    return {
+        "links": [str(p) for p in files if p.is_symlink()],
+        "names": sorted({p.name for p in files}),
+        "leaks": [str(p) for p in files if p.is_file() and not p.is_symlink()
+                  and any(s.encode() in p.read_bytes() for s in [*sentinels(), secret])],
+    }
+
+
+def running_parts(h: Hub) -> dict[str, int]:
+    """How many of each of the hub's programs run now."""
+    cmds = [" ".join(Path(f"/proc/{p}/cmdline").read_text().split("\0")) for p in hub.hub_processes(h.layout)
+            if Path(f"/proc/{p}/cmdline").exists()]
+    return {part: sum(part in c for c in cmds) for part in ("configurable-http-proxy", "jupyterhub_idle_culler",
+                                                            "bin/jupyterhub ")}
+
+
+#: the idle limit of step 10 (the culler then looks every 10 s): short, so that the test waits under a minute
 IDLE_S = 20
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 UI_MS = 90_000
 
 
-def lab_page(browser, h: Hub, user: str, seen: dict):
+def lab_page(browser, h: Hub, user: str, seen: dict, context=None):
     """A new Chromium page logged in as ``user`` through the hub's form, on the user's JupyterLab; requests to
-    anything but the hub are blocked and recorded in seen["blocked"]."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
+    anything but the hub and its users' servers are blocked and recorded in seen["blocked"]."""
+    context = context or browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
+    on_hub = re.compile(rf"^http://([a-z0-9_-]+\.)?localhost:{h.port}/")
 
     def guard(route):
-        if route.request.url.startswith(("http://127.0.0.1", "data:", "blob:", "about:")):
+        if on_hub.match(route.request.url) or route.request.url.startswith(("data:", "blob:", "about:")):
             route.continue_()
         else:
             seen.setdefault("blocked", []).append(route.request.url)
@@ -417,7 +732,10 @@ def assignment_list(page):
 
 
 def in_the_browser(h: Hub, browser, seen: dict) -> dict:
-    """What a learner's and the instructor's JupyterLab offer, and whether the instructor's formgrader renders."""
+    """What a learner's and the instructor's JupyterLab offer, whether the instructor's formgrader renders, and
+    whether B's graded notebook runs B's script when the instructor opens it in the formgrader."""
+    from nbgrader.api import Gradebook
+
     shown: dict = {}
     for user in (h.b, h.instructor):
         page = lab_page(browser, h, user, seen)
@@ -431,11 +749,68 @@ def in_the_browser(h: Hub, browser, seen: dict) -> dict:
                 shown["formgrader_frame"] = frame.locator("body").inner_text()
             except PlaywrightTimeout:
                 shown["formgrader_frame"] = ""
+            course = Path(pwd.getpwnam(h.instructor).pw_dir) / "course"
+            with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+                graded = gb.find_submission_notebook(Path(NOTEBOOK).stem, ASSIGNMENT, h.b).id
+            before = len(seen.get("blocked", []))  # nbgrader's grading view asks a CDN for MathJax: recorded apart
+            page.goto(f"{h.server(user)}/formgrader/submissions/{graded}/?index=0")
+            page.locator(f"#{XSS_MARK}").wait_for()
+            page.wait_for_timeout(1000)  # time for a script or an image's error handler, had one survived
+            shown["formgrader_b"] = {"title": page.title(), "scripts_of_b": page.evaluate(
+                f"() => Array.from(document.querySelectorAll('script, img[onerror]'))"
+                f".filter(e => (e.outerHTML || '').includes('{XSS_MARK}')).length")}
+            seen["blocked_by_grading_view"] = seen.get("blocked", [])[before:]
+            del seen.get("blocked", [])[before:]
         else:
             page.keyboard.press("Escape")
         page.context.close()
     return shown
 
+
+def b_serves_a_page(h: Hub, browser, seen: dict) -> tuple[dict, requests.Session]:
+    """B serves a page through its own Jupyter settings and restarts its server; the instructor, logged in to their
+    JupyterLab, opens it; then a script on B's address (any page there) tries the instructor's server."""
+    b_home = Path(pwd.getpwnam(h.b).pw_dir)
+    script = "\n".join([
+        f"mkdir -p '{b_home}/.jupyter' '{b_home}/pages'",
+        f"echo \"c.ServerApp.extra_static_paths = ['{b_home}/pages']\" > '{b_home}/.jupyter/jupyter_server_config.py'",
+        f"echo '<p id=\"{XSS_MARK}\">B was here</p>' > '{b_home}/pages/pry.html'",
+    ])
+    assert h.as_user(h.b, "bash", "-c", script).returncode == 0
+    r = requests.delete(f"{h.base}/hub/api/users/{h.b}/server", headers=h.admin(), timeout=120)
+    assert r.status_code in (202, 204), r.status_code
+    for _ in range(120):
+        if "" not in requests.get(f"{h.base}/hub/api/users/{h.b}", headers=h.admin(), timeout=30).json()["servers"]:
+            break
+        time.sleep(0.5)
+    sb = h.login(h.b)
+    page = lab_page(browser, h, h.instructor, seen)  # the instructor, logged in to their own server
+    response = page.goto(f"{h.server(h.b)}/static/pry.html")
+    out = {"status": response.status if response else None, "url": page.url,
+           "origin": page.evaluate("() => window.location.origin")}
+    target = f"{h.server(h.instructor)}/api/contents/course/class.csv?content=1"
+    out["tries"] = page.evaluate("""async ([target, relative, formgrader]) => {
+        const tried = {};
+        for (const [name, url] of [["instructor's server", target], ["same path here", relative]]) {
+            try {
+                const r = await fetch(url, {credentials: "include"});
+                tried[name] = r.status + " " + (await r.text()).slice(0, 300);
+            } catch (e) { tried[name] = "refused: " + e.name; }
+        }
+        const frame = document.createElement("iframe");
+        frame.src = formgrader;
+        document.body.appendChild(frame);
+        await new Promise(done => { frame.onload = done; setTimeout(done, 5000); });
+        try { tried["frame"] = frame.contentDocument ? frame.contentDocument.body.innerText.slice(0, 300) : "null"; }
+        catch (e) { tried["frame"] = "refused: " + e.name; }
+        return tried;
+    }""", [target, f"/user/{h.instructor}/api/contents/course/class.csv?content=1",
+           f"{h.server(h.instructor)}/formgrader"])
+    page.context.close()
+    return out, sb
+
+
+# --- the term's ordinary course --------------------------------------------------------------------------------
 
 def test_accounts_are_private_and_a_bad_row_is_named(term):
     h, seen = term
@@ -476,9 +851,6 @@ def test_feedback_shows_points_and_diagnosis_never_the_hidden_tests(term):
     shown = seen["feedback_a_shown"]  # the same page as Chromium shows it to A, with nothing loaded off the hub
     assert "Score: 2.0 / 2.0" in shown and "not implemented yet" in shown and "check(" not in shown, shown[:2000]
     assert "what the kernel saw" in b, "B's prying exercise should show what its code saw while graded"
-    saw = b.split("RuntimeError: what the kernel saw:")[1][:200]  # the error, not the source that raises it
-    assert "FileNotFoundError" in saw or "PermissionError" in saw, saw
-    assert "attention.ipynb" not in saw and "+" not in saw.split("]")[0], f"the graded code saw other work: {saw}"
 
 
 def test_a_learner_cannot_reach_other_work_or_the_instructors_tools(term):
@@ -491,15 +863,6 @@ def test_a_learner_cannot_reach_other_work_or_the_instructors_tools(term):
     assert status == 200 and csp == "frame-ancestors 'self'", seen["instructor_formgrader"]
 
 
-def test_everything_is_still_there_after_a_restart(term):
-    h, seen = term
-    assert seen["running_after_stop"] == [], f"still running after make hub-stop: {seen['running_after_stop']}"
-    after = seen["after_restart"]
-    assert {x["status"] for x in after["listed"]} == {"fetched", "submitted"}, after["listed"]
-    assert after["feedback"] == 200
-    assert after["grades"] == {h.a: "2", h.b: "0"}
-
-
 def test_in_the_browser_each_role_has_its_tools_and_the_formgrader_renders(term):
     h, seen = term
     shown = seen["browser"]
@@ -507,6 +870,163 @@ def test_in_the_browser_each_role_has_its_tools_and_the_formgrader_renders(term)
     assert "Formgrader" in shown[f"menu_{h.instructor}"], shown
     assert ASSIGNMENT in shown["formgrader_frame"], f"the formgrader's frame is blank or lacks {ASSIGNMENT}: {shown}"
     assert not seen.get("blocked"), f"the lab pages tried to reach other hosts: {sorted(set(seen['blocked']))}"
+
+
+# --- each attack of issue 42, and why it fails --------------------------------------------------------------------
+
+def what_the_kernel_saw(text: str) -> dict:
+    """The prying exercise's report, {place: listing, contents or the exception's name}, from its error's text."""
+    import ast
+    import html
+
+    found = re.search(r"what the kernel saw: (\{[\"'].*\})", html.unescape(text))
+    assert found, f"no report of the prying exercise in: {text[:1000]}"
+    return ast.literal_eval(found.group(1))
+
+
+def assert_saw_nothing(saw: dict) -> None:
+    for what, result in saw.items():
+        assert result in ("FileNotFoundError", "PermissionError") or result == [], f"graded code saw {what}: {result}"
+
+
+def test_links_in_a_learners_submission_are_refused_and_nothing_of_the_instructors_reaches_them(term):
+    """Attack 1: B's own inbound folder holds links to the instructor's files (and a FIFO, which must not hang
+    collect). Collect names each and takes B's notebook alone; B's graded copy, feedback and page hold nothing of
+    the instructor's."""
+    h, seen = term
+    said = seen["collect"].stdout + seen["collect"].stderr
+    for name in ("class.csv", "history.txt", "course"):
+        assert re.search(rf"refused .*handmade/{name}: a symbolic link \(to /home/{h.instructor}/", said), said
+    assert re.search(r"refused .*handmade/pipe: a FIFO \(named pipe\): refused", said), said
+    copies = seen["b_copies"]
+    assert copies["links"] == [] and copies["leaks"] == [], copies
+    assert not {"class.csv", "history.txt", "course", "pipe"} & set(copies["names"]), copies["names"]
+    for page in (seen[f"feedback_all_{h.b}"], seen[f"feedback_all_{h.a}"]):
+        assert not any(s in page for s in sentinels()), "the instructor's files reached a feedback page"
+
+
+def test_a_submission_in_another_learners_name_is_refused(term):
+    """Attack 2: B makes inbound/<A>+... with B's notebook and a secret B chose. Collect refuses it by its owner and
+    collects A's own submission; no feedback is released under B's secret."""
+    h, seen = term
+    said = seen["collect"].stdout + seen["collect"].stderr
+    assert re.search(rf"refused .*/{h.a}\+{ASSIGNMENT}\+.*\+forged: made by {h.b}, not by {h.a}: a submission in "
+                     "another's name is refused, not collected", said), said
+    assert float(seen["grades"][h.a]["score"]) == 2, "A was not graded on A's own notebook"
+    assert seen["feedback_under_forged_secret"].returncode != 0, "feedback was released under the forger's secret"
+
+
+def test_a_submissions_time_is_when_its_files_were_written(term):
+    """B's hand-made submission claims a time an hour before the due date in its timestamp.txt: its files were
+    written after it, so B is late (the grades' test shows it), and collect says why."""
+    h, seen = term
+    said = seen["collect"].stdout + seen["collect"].stderr
+    assert re.search(r"handmade: its timestamp.txt says .*, but its files were last changed at .* \(UTC\): the "
+                     "files' time is the submission's time", said), said
+    assert seen["grades"][h.b]["status"].startswith("graded, late by"), seen["grades"][h.b]
+
+
+def test_the_exchange_cannot_be_replaced_and_a_submission_is_its_learners_alone(term):
+    """Attack 3: B renames the course's folder, makes another, writes into the release, lists, reads, adds to,
+    renames and removes A's submission: each is refused by the exchange's owners and modes."""
+    h, seen = term
+    assert all(code != 0 for code in seen["b_tries"].values()), seen["b_tries"]
+    modes = seen["exchange_modes"]
+    assert modes["exchange"] == ["0o755", "root"], modes
+    assert modes[f"exchange/{COURSE_ID}"] == ["0o755", h.instructor], modes
+    assert modes[f"exchange/{COURSE_ID}/inbound"] == ["0o3733", h.instructor], modes
+    assert set(seen["a_entry_modes"].values()) <= {"0o750", "0o2750", "0o640"}, seen["a_entry_modes"]
+
+
+def test_no_learner_page_runs_as_the_instructor(term):
+    """Attack 4: B's own Jupyter settings add a folder of pages to B's server; the logged-in instructor opens B's
+    page: it is not served (the user's settings are not read), and a script on B's address (any page of B's
+    server) can neither read nor frame the instructor's server (B's server is another site: subdomains). B's
+    graded notebook, opened in the instructor's formgrader, runs none of B's HTML."""
+    h, seen = term
+    page = seen["b_page"]
+    assert page["status"] == 404, page
+    assert page["origin"] == f"http://{h.b}.localhost:{h.port}", page
+    tries = page["tries"]
+    assert tries["instructor's server"].startswith("refused:"), tries
+    assert not any(s in json.dumps(tries) for s in sentinels()), tries
+    assert tries["frame"] in ("null", "refused: SecurityError"), tries
+    b_in_formgrader = seen["browser"]["formgrader_b"]
+    assert b_in_formgrader == {"title": b_in_formgrader["title"], "scripts_of_b": 0}, b_in_formgrader
+    assert XSS_MARK not in b_in_formgrader["title"], b_in_formgrader
+
+
+def test_the_fence_holds_wherever_grading_starts(term):
+    """Attack 5: B's graded code lists and reads A's home, the exchange and the instructor's files, graded from the
+    instructor's JupyterLab and again from a plain root shell (runuser, no variable the hub's spawner sets)."""
+    h, seen = term
+    res = seen["root_shell_grade"]
+    assert res.returncode == 0, res.stdout + res.stderr
+    from_lab = what_the_kernel_saw(seen[f"feedback_{h.b}"])
+    from_shell = what_the_kernel_saw(seen["fence_from_root_shell"])
+    assert set(from_lab) == set(from_shell) == {"A's home", "inbound", "exchange", "A's notebook", "class list",
+                                                "history"}, (from_lab, from_shell)
+    assert_saw_nothing(from_lab)
+    assert_saw_nothing(from_shell)
+
+
+def test_make_hub_stop_after_the_hub_was_killed_stops_everything_it_started(term):
+    """Attack 6, first half: the hub dies by SIGKILL; make hub-stop names and stops its proxy, its culler and the
+    users' servers and kernels it left, and nothing of theirs runs afterwards."""
+    h, seen = term
+    assert seen["before_kill"]["configurable-http-proxy"] == 1 and seen["before_kill"]["jupyterhub_idle_culler"] == 1
+    said = seen["stop_after_kill"].stdout
+    assert seen["stop_after_kill"].returncode == 0 and "the hub was not running (killed?)" in said, said
+    for part in ("configurable-http-proxy", "jupyterhub_idle_culler", f"of {h.a} (python jupyterhub-singleuser",
+                 f"of {h.b} (python jupyterhub-singleuser", "ipykernel_launcher"):
+        assert part in said, f"make hub-stop did not name {part}: {said}"
+    assert seen["running_after_stop"] == {"hub's": [], "users'": {h.instructor: [], h.a: [], h.b: []}}, \
+        seen["running_after_stop"]
+
+
+def test_make_hub_refuses_a_port_a_learner_holds(term):
+    """Attack 6, second half: while the hub is down, B listens on its port; make hub refuses to start, naming B's
+    process, instead of reporting a hub that B's fake log-in page would answer for."""
+    h, seen = term
+    said = seen["started_on_held_port"]
+    assert said.startswith(f"HUB_PORT {h.port} is held by process ") and f"of {h.b} (python3 -m http.server" in said, \
+        said
+
+
+def test_a_restart_after_a_kill_runs_one_of_each_and_keeps_everything(term):
+    h, seen = term
+    assert any("stopped what an earlier hub left running" in line and "configurable-http-proxy" in line
+               for line in seen["restart_report"]), seen["restart_report"]
+    after = seen["after_restart"]
+    assert after["running"] == {"configurable-http-proxy": 1, "jupyterhub_idle_culler": 1, "bin/jupyterhub ": 1}, \
+        after["running"]
+    assert {x["status"] for x in after["listed"]} == {"fetched", "submitted"}, after["listed"]
+    assert after["feedback"] == 200
+    assert after["grades"] == {h.a: "2", h.b: "0"}
+
+
+def test_a_kernel_over_its_memory_limit_dies_with_a_clear_message_while_another_learner_works(term):
+    """Attack 7: B's kernel asks for 3 GiB against B's 2 GiB: it is stopped, the running cell says why and names the
+    limit, B's server and a fresh kernel go on, and A's kernel computes meanwhile."""
+    h, seen = term
+    over = seen["b_over_memory"]
+    limit = default_limits().memory
+    assert over["reply"] is None and "still here" not in over["stdout"], over
+    assert (f"The kernel was stopped: your server and its kernels used more than their memory limit, "
+            f"{limit / 2**30:.1f} GiB together") in over["stderr"], over
+    assert over["restarting"], over
+    assert seen["a_meanwhile"]["stdout"].strip() == str(sum(range(10**6))), seen["a_meanwhile"]
+    assert seen["b_server_after"] == 200 and seen["b_after"]["stdout"].strip() == "42", seen["b_after"]
+
+
+def test_each_learner_has_the_limits_make_hub_chose_and_private_files(term):
+    h, seen = term
+    limits = default_limits()
+    assert seen["limits_of_b"] == {"memory": limits.memory, "cpus": limits.cpus, "tasks": limits.tasks}, \
+        seen["limits_of_b"]
+    a_said = seen["private"]["a"]["stdout"].split()
+    assert a_said[:2] == ["0o600", "0o600"] and "a-private.txt" in " ".join(a_said[2:]), seen["private"]
+    assert "a-private.txt" not in seen["private"]["b"]["stdout"], "B's /tmp shows A's file"
 
 
 def test_the_demo_log_in_keeps_the_instructors_account_to_the_instructor(term):

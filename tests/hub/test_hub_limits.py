@@ -1,0 +1,53 @@
+"""The limits make hub gives each learner (tools/hub_cgroups.py, tools/hub.py's options): what it chooses for a
+machine, and a bad value named with its option and rule. The limits held by a real hub: tests/hub/test_hub.py."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from tools import hub
+from tools.hub_cgroups import Limits, default_limits, parse_size
+
+GIB = 2**30
+
+
+def test_sizes_read_as_an_instructor_writes_them():
+    assert parse_size("2G", "HUB_MEMORY") == 2 * GIB
+    assert parse_size("1.5GiB", "HUB_MEMORY") == 3 * GIB // 2
+    assert parse_size("512M", "HUB_MEMORY") == 512 * 2**20
+    assert parse_size("1073741824", "HUB_MEMORY") == GIB
+    with pytest.raises(ValueError, match=r"HUB_MEMORY='two gigs' is not a size: write it as 2G"):
+        parse_size("two gigs", "HUB_MEMORY")
+
+
+def test_a_24_gib_machine_gives_each_learner_2_gib_and_the_class_16():
+    limits = default_limits(24 * GIB)
+    assert (limits.memory, limits.cpus, limits.tasks) == (2 * GIB, 1.0, 512)
+    assert (limits.class_memory, limits.instructor_memory) == (16 * GIB, 6 * GIB)
+
+
+@pytest.mark.parametrize("total_gib", [4, 8, 16, 64, 256])
+def test_every_machine_keeps_room_for_the_instructor_and_the_system(total_gib):
+    limits = default_limits(total_gib * GIB)
+    assert limits.class_memory + limits.instructor_memory < total_gib * GIB
+    assert limits.memory <= limits.class_memory
+
+
+def test_a_limit_too_small_to_run_a_kernel_is_refused_with_its_value():
+    with pytest.raises(ValueError, match=r"memory = 1,048,576 bytes is below 256 MiB"):
+        Limits(memory=2**20, cpus=1, tasks=512, class_memory=8 * GIB, instructor_memory=4 * GIB)
+    with pytest.raises(ValueError, match=r"tasks = 10 is below 64"):
+        Limits(memory=GIB, cpus=1, tasks=10, class_memory=8 * GIB, instructor_memory=4 * GIB)
+
+
+def test_make_hub_options_override_the_machines_defaults_one_by_one():
+    args = argparse.Namespace(limits="", memory="1536M", cpus="0.5", tasks="", class_memory="", instructor_memory="")
+    chosen = hub.limits_from(args)
+    assert (chosen.memory, chosen.cpus, chosen.tasks) == (1536 * 2**20, 0.5, default_limits().tasks)
+    args.limits = "none"
+    assert hub.limits_from(args) is None
+    args.limits, args.memory = "", "lots"
+    with pytest.raises(hub.HubError, match=r"HUB_MEMORY='lots' is not a size"):
+        hub.limits_from(args)
