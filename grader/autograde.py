@@ -195,11 +195,12 @@ class GuardedExecute(Execute):
     async def async_start_new_kernel_client(self):
         """nbclient's kernel start; a kernel that does not come up has its own output (its launcher's reason, a
         traceback) in the grader's log."""
+        km = self.km  # nbclient lets go of it when the start fails
         try:
             return await super().async_start_new_kernel_client()
         except Exception:
-            tail = getattr(getattr(self.km, "output", None), "text", lambda: "")()
-            ended = self.km.ended(wait=1.0) if isinstance(self.km, FencedKernelManager) else {}
+            tail = getattr(getattr(km, "output", None), "text", lambda: "")()
+            ended = km.ended(wait=1.0) if isinstance(km, FencedKernelManager) else {}
             self.log.error("the grading kernel did not start (%s); its output:\n%s", ended or "no end recorded",
                            tail[-3000:] or "(none)")
             raise
