@@ -61,10 +61,14 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
 
 from grader.secret import OFF, SECRET_FILE
+
+if TYPE_CHECKING:
+    from grader.nbgrader_processes import NbgraderProcess
 
 #: what a worker's grading depends on: the grading code of the clone that runs it, and the course's assignments
 #: and nbgrader configuration; two graders grade alike when these hash alike
@@ -154,7 +158,7 @@ class WorkerGrading:
 
     root: Path
     course: Path
-    process: object  # grader.nbgrader_processes.NbgraderProcess
+    process: NbgraderProcess
     stack: contextlib.ExitStack
     assignments: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
