@@ -111,8 +111,8 @@ def local_cluster(workers: int):
         with Client(address, timeout="30s", set_as_default=False) as client:
             client.wait_for_workers(workers, timeout=120)
         yield address
-    finally:
-        for proc in procs:
+    finally:  # the workers first, while their scheduler can still see them go
+        for proc in reversed(procs):
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait()
 

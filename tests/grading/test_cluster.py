@@ -200,7 +200,7 @@ def graded(tmp_path_factory):
                "local_out": local_out + local_err, "local_rc": local_run.returncode, "killed": killed_at,
                "other": other, "logs": {n: (top / f"{n}.log").read_text() for n in ("w1", "w2", "w3")}}
     finally:
-        for proc in procs.values():
+        for proc in reversed(procs.values()):  # the workers first, while their scheduler can still see them go
             _stop(proc)
         shutil.rmtree(scratch, ignore_errors=True)
         for pid in killed:  # what the killed worker kept (its warm processes' folder) goes too
