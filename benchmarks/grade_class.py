@@ -18,6 +18,11 @@ loopback, each worker one task at a time with kernels of ``cores // N``
 threads, started and stopped here (their start is not timed: a worker is
 started once and grades for as long as it runs).
 
+``--pin K`` puts each worker, with its nbgrader process and kernels (of K
+threads), on K cores of its own, as if each had a machine of K cores: what N
+workers give against one where every worker brings its cores (the scheduler
+and the client run on any core).
+
 ``--configs`` grades the same class side by side, each configuration in turn
 (``jobs:N``: here, N at a time; ``workers:N``: on a cluster of N workers, kept
 up for every round), ``--rounds`` times, alternating, so that a machine shared
@@ -93,21 +98,30 @@ def grade(course: Path, jobs: int, timeout: int, scheduler: str | None = None) -
 
 
 @contextlib.contextmanager
-def local_cluster(workers: int):
-    """A scheduler and ``workers`` grading workers of this clone on loopback; yields the scheduler's address."""
+def local_cluster(workers: int, pin: int = 0):
+    """A scheduler and ``workers`` grading workers of this clone on loopback; yields the scheduler's address.
+    ``pin``: each worker (with its nbgrader process and kernels, of ``pin`` threads) on ``pin`` cores of its own,
+    as if each had a machine of that size; the scheduler and the client on any core."""
     from distributed import Client
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     address = f"tcp://127.0.0.1:{port}"
-    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    threads = str(pin or max(1, (os.cpu_count() or 1) // workers))
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True, "cwd": ROOT}
     procs = [subprocess.Popen([sys.executable, "-m", "tools.cluster", "scheduler", "--port", str(port)], **quiet)]
     try:
         time.sleep(2)
-        procs += [subprocess.Popen([sys.executable, "-m", "tools.cluster", "worker", address, "--name", f"w{i}",
-                                    "--threads", threads], **quiet) for i in range(workers)]
+        cores = sorted(os.sched_getaffinity(0))
+        if pin * workers > len(cores):
+            raise SystemExit(f"--pin {pin}: {workers} worker(s) of {pin} core(s) need {pin * workers}, this machine "
+                             f"has {len(cores)}")
+        for i in range(workers):
+            mine = set(cores[i * pin:(i + 1) * pin])
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "tools.cluster", "worker", address, "--name", f"w{i}", "--threads", threads],
+                **quiet, preexec_fn=(lambda mine=mine: os.sched_setaffinity(0, mine)) if pin else None))
         with Client(address, timeout="30s", set_as_default=False) as client:
             client.wait_for_workers(workers, timeout=120)
         yield address
@@ -144,7 +158,7 @@ def side_by_side(args) -> int:
         template.mkdir()
         build_class(template, args.assignment, args.students)
         n = sum(1 for _ in (template / "submitted").iterdir())
-        clusters = {c: stack.enter_context(local_cluster(c[1])) for c in configs if c[0] == "workers"}
+        clusters = {c: stack.enter_context(local_cluster(c[1], args.pin)) for c in configs if c[0] == "workers"}
         print(f"{n} learners of {args.assignment}, {os.cpu_count()} CPU(s); {args.rounds} round(s) of "
               f"{', '.join(f'{k}:{v}' for k, v in configs)}, alternating")
         for r in range(args.rounds):
@@ -188,6 +202,8 @@ def main(argv=None) -> int:
     parser.add_argument("--local-workers", type=int, default=0, help="grade on a local Dask cluster of N workers")
     parser.add_argument("--configs", default=None, help="side by side, alternating: e.g. jobs:2,workers:1,workers:2")
     parser.add_argument("--rounds", type=int, default=3, help="with --configs: how many times each runs")
+    parser.add_argument("--pin", type=int, default=0, metavar="K", help="each worker on K cores of its own (its "
+                                                                         "kernels K threads), as if on a machine")
     args = parser.parse_args(argv)
     if args.configs:
         if args.rounds < 1:
@@ -196,7 +212,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="grade-class-") as tmp, contextlib.ExitStack() as stack:
         course = Path(tmp)
         build_class(course, args.assignment, args.students)
-        scheduler = stack.enter_context(local_cluster(args.local_workers)) if args.local_workers else None
+        scheduler = stack.enter_context(local_cluster(args.local_workers, args.pin)) if args.local_workers else None
         first = grade(course, args.jobs, args.timeout, scheduler)
         again = grade(course, args.jobs, args.timeout, scheduler)
         rows = list(csv.DictReader((course / "grades.csv").open()))
