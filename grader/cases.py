@@ -147,11 +147,13 @@ def in_integer_dtype(case: Case, dtype: torch.dtype) -> Case:
 def integer_dtype_repeats(cases: list[Case], dtypes: tuple[torch.dtype, ...], per_dtype: int = 3) -> list[Case]:
     """Repeats of the first cases holding integer tensors, ``per_dtype`` for each of ``dtypes``.
 
-    An exercise that takes ids, positions, lengths or labels as "integer
-    tensors" takes them in any integer dtype torch can use for the job (int32
-    as well as int64: what a tokenizer or a data loader hands over), and a
-    result computed from them keeps their dtype. Appended after the int64
-    cases, so that ordinary mistakes are named on ordinary inputs first.
+    For an exercise whose text names the integer dtypes it takes besides
+    int64 (ids, positions, lengths or boxes in int32, say: what a tokenizer
+    or a data loader hands over), and only those: ``dtypes`` are the ones the
+    text names, and a result computed from them keeps their dtype. Labels and
+    targets of a loss are int64, as torch's own losses take them, and get no
+    repeats. Appended after the int64 cases, so that ordinary mistakes are
+    named on ordinary inputs first.
     """
     with_ints = [c for c in cases if any(is_integer(t) for t in tensors_of(c))]
     if not with_ints:

@@ -65,9 +65,9 @@ def integer_dtype_hint(case: Case) -> str:
     others = sorted({dtype_name(t.dtype) for t in tensors_of(case) if is_integer(t) and t.dtype != torch.int64})
     if not others:
         return ""
-    return (f" Likely mistake: your code only handles int64 integer inputs; the ones here are {', '.join(others)}. "
-            "Accept any integer dtype: convert with .long() where torch needs int64 indices (one_hot, scatter, "
-            "cross_entropy), and build integer results in the input's dtype.")
+    return (f" Likely mistake: your code only handles int64 integer inputs; the ones here are {', '.join(others)}, "
+            "which the exercise names among the dtypes it takes. Convert with .long() where torch needs int64 "
+            "indices (one_hot, scatter, indexing with int16), and build integer results in the input's dtype.")
 
 
 def dtype_message(name: str, out: Tensor, expected: torch.dtype, case: Case, label: str) -> str:

@@ -19,7 +19,10 @@ part of the log the request wrote (:meth:`NbgraderProcess.run`). Threads: a
 request names the grading kernels' thread count, which the process sets in
 its environment (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``: the grader's warm
 kernels are chosen by it) and for its own torch, unless the instructor set
-them before ``make grade``.
+them before ``make grade``. A request may also name :data:`REQUEST_VARIABLES`
+for its own run (a cluster task's grading secret: ``GRADING_SECRET_FILE``,
+which the course's ``nbgrader_config.py`` reads as each request loads it);
+they are restored when the request ends.
 
 A process that dies while it grades (a crash in nbgrader or the judge) fails
 its request, which reads as a failed command naming its log; the next
@@ -50,6 +53,8 @@ from pathlib import Path
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: how much of a batch's log a reply carries (the end of it)
 LOG_KEPT = 64 * 1024
+#: what a request may set for its own run, and no longer (None: unset): the grading secret's file of a cluster task
+REQUEST_VARIABLES = ("GRADING_SECRET_FILE",)
 
 
 # --------------------------------------------------------------------------
@@ -132,10 +137,35 @@ def set_threads(threads: dict[str, str]) -> None:
 _INSTRUCTOR_SET = {n for n in os.environ.get("COURSE_GRADING_OWN_THREADS", "").split(",") if n}
 
 
+@contextlib.contextmanager
+def request_environment(variables: dict[str, str | None]):
+    """:data:`REQUEST_VARIABLES` as one request names them (None: unset), restored after it; any other name is
+    refused (a request never changes the fence's own settings)."""
+    unknown = sorted(set(variables) - set(REQUEST_VARIABLES))
+    if unknown:
+        raise ValueError(f"a request may set {list(REQUEST_VARIABLES)} only, not {unknown}")
+    before = {name: os.environ.get(name) for name in variables}
+    for name, value in variables.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = str(value)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def serve(requests_fd: int, replies_fd: int) -> int:
-    """Answer requests until the requests' pipe closes: each line ``{"argv": [...], "threads": {...}}``, each
-    reply ``{"returncode": N}`` once everything the request printed is in the log. What every request needs is
-    imported first, while ``make grade`` is still preparing the gradebook."""
+    """Answer requests until the requests' pipe closes: each line ``{"argv": [...], "threads": {...},
+    "environment": {...}}`` (the last optional), each reply ``{"returncode": N, "failed": [[student, why], ...]}``
+    once everything the request
+    printed is in the log. What every request needs is imported first, while ``make grade`` is still preparing
+    the gradebook (or a cluster worker waits for its first task)."""
     import nbgrader.apps.nbgraderapp  # noqa: F401
     import nbgrader.converters  # noqa: F401
 
@@ -147,7 +177,13 @@ def serve(requests_fd: int, replies_fd: int) -> int:
         for line in requests:
             request = json.loads(line)
             set_threads(request.get("threads", {}))
-            code, failed = run_command(list(request["argv"]))
+            failed = []
+            try:
+                with request_environment(request.get("environment", {})):
+                    code, failed = run_command(list(request["argv"]))
+            except ValueError as exc:  # a variable no request may set: refused, as a failed command
+                print(f"nbgrader process: {exc}", file=sys.stderr)
+                code = 2
             replies.write(json.dumps({"returncode": code, "failed": failed}) + "\n")
             replies.flush()
     return 0
@@ -158,10 +194,12 @@ def serve(requests_fd: int, replies_fd: int) -> int:
 # --------------------------------------------------------------------------
 @dataclass
 class NbgraderProcess:
-    """One long-lived nbgrader process for the course at ``root``, started on its first request."""
+    """One long-lived nbgrader process for the course at ``root``, started on its first request; its log in
+    ``log_dir`` (None: the system's temporary folder)."""
 
     root: Path
     env: dict[str, str]
+    log_dir: str | None = None
     _proc: subprocess.Popen | None = field(default=None, repr=False)
     _requests: object = field(default=None, repr=False)
     _replies: object = field(default=None, repr=False)
@@ -170,7 +208,7 @@ class NbgraderProcess:
     def _start(self) -> None:
         req_read, req_write = os.pipe()
         rep_read, rep_write = os.pipe()
-        fd, log = tempfile.mkstemp(prefix="nbgrader-", suffix=".log")
+        fd, log = tempfile.mkstemp(prefix="nbgrader-", suffix=".log", dir=self.log_dir)
         self._log = Path(log)
         try:
             self._proc = subprocess.Popen(
@@ -190,12 +228,15 @@ class NbgraderProcess:
             self.close()
             self._start()
 
-    def run(self, argv: list[str], threads: dict[str, str]) -> subprocess.CompletedProcess:
-        """``nbgrader *argv`` in this process: its exit status, and what it printed as its ``stdout``."""
+    def run(self, argv: list[str], threads: dict[str, str],
+            environment: dict[str, str | None] | None = None) -> subprocess.CompletedProcess:
+        """``nbgrader *argv`` in this process: its exit status, and what it printed as its ``stdout``.
+        ``environment``: :data:`REQUEST_VARIABLES` for this request alone."""
         self.start()
         start = self._log.stat().st_size
         try:
-            self._requests.write(json.dumps({"argv": argv, "threads": threads}) + "\n")
+            request = {"argv": argv, "threads": threads, **({"environment": environment} if environment else {})}
+            self._requests.write(json.dumps(request) + "\n")
             self._requests.flush()
             line = self._replies.readline()
         except (BrokenPipeError, OSError):

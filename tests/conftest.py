@@ -11,7 +11,7 @@ decides what goes to which worker:
   go one by one to whichever worker is free;
 * the longest units (:data:`LONGEST_FIRST`) are handed out first, so that no worker is left with
   a long one at the end while the other idles;
-* the HTML book is built once per run, whichever worker first asks for it (:func:`built`);
+* the HTML book is built once per run by `make book`, whichever worker first asks for it (:func:`built`);
 * each chapter notebook runs once, under nbval, strict, on the machine's own CPU kernels against
   outputs written on torch's portable ones (``chapters/conftest.py``): one run proves both that the
   stored outputs are what the code prints and that they do not depend on one set of kernels' rounding;
@@ -33,10 +33,9 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from filelock import FileLock
 
-from nbtools import ROOT
+from nbtools import ROOT, kernel_tripwire, make_book_environment
 from tools import forked_kernels
 from tools.grade import THREAD_VARIABLES  # OpenMP's and MKL's thread counts, as make grade sets them
 
@@ -177,50 +176,47 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-def book_config(out: Path) -> Path:
-    """The book's ``_config.yml`` as the suite builds it: the stored outputs, not a third execution.
-
-    Every chapter notebook is executed once by the suite's nbval run (the machine's own kernels, one
-    thread, against outputs written on torch's portable ones), which proves its stored outputs are what
-    the code prints on any CPU; ``tools.notebooks`` proves the outputs were stored from today's code.
-    The build then reads those outputs, as `make book` does on a warm cache. Local extensions are named
-    by absolute path, since the file is not in the repository.
-    """
-    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    config["execute"]["execute_notebooks"] = "off"
-    local = config["sphinx"]["local_extensions"]
-    config["sphinx"]["local_extensions"] = {name: str((ROOT / where).resolve()) for name, where in local.items()}
-    path = out / "_config.yml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    return path
+def _book(tmp_path_factory) -> tuple[Path, Path]:
+    """The HTML book and the log of kernels its build started, built once per test run (:func:`built`)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above every worker's own
+    out, failure, kernels = shared / "book", shared / "book-failed.txt", shared / "book-kernels.log"
+    with FileLock(str(shared / "book.lock")):
+        if not out.exists() and not failure.exists():
+            out.mkdir()
+            kernels.touch()
+            tripwire = kernel_tripwire(shared / "book-tripwire", kernels)
+            # `make book` itself, into the run's folder; -o: the set-up is make test's, never redone here
+            res = subprocess.run(["make", "--no-print-directory", "-o", ".venv/.installed", "book", f"BOOK_OUT={out}"],
+                                 cwd=ROOT, env=make_book_environment(tripwire), capture_output=True, text=True)
+            if res.returncode != 0:
+                started = kernels.read_text(encoding="utf-8").split()
+                failure.write_text((f"it started {len(started)} kernel(s): {started}\n" if started else "")
+                                   + f"{res.stdout[-4000:]}\n{res.stderr[-4000:]}", encoding="utf-8")
+    if failure.exists():
+        pytest.fail("`make book` does not build with warnings as errors:\n" + failure.read_text(encoding="utf-8"))
+    return out / "_build" / "html", kernels
 
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory) -> Path:
-    """The HTML book, built once per test run with warnings as errors (as `make book` does).
+    """The HTML book as `make book` builds it (warnings as errors, the stored outputs, no kernel), once per run.
 
     Under xdist the first worker to ask builds it and the others wait for that build, reading
-    its outcome from the shared temporary folder. COURSE_BOOK_HTML=path/to/_build/html reuses a
-    build made beforehand (to iterate on the tests that read the book); the suite itself always
+    its outcome from the shared temporary folder. Every kernel the build could start is a tripwire
+    (:func:`kernel_tripwire`): :func:`book_kernel_starts` is what it recorded. COURSE_BOOK_HTML=path/to/_build/html
+    reuses a build made beforehand (to iterate on the tests that read the book); the suite itself always
     builds afresh.
     """
     if os.environ.get("COURSE_BOOK_HTML"):
         return Path(os.environ["COURSE_BOOK_HTML"])
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the run's folder, above every worker's own
-    out, failure = shared / "book", shared / "book-failed.txt"
-    with FileLock(str(shared / "book.lock")):
-        if not out.exists() and not failure.exists():
-            out.mkdir()
-            exe = Path(sys.executable).with_name("jupyter-book")
-            res = subprocess.run(
-                [str(exe), "build", str(ROOT), "--builder", "html", "-W", "-n", "--keep-going",
-                 "--config", str(book_config(out)), "--path-output", str(out)],
-                capture_output=True, text=True,
-            )
-            if res.returncode != 0:
-                failure.write_text(f"{res.stdout[-4000:]}\n{res.stderr[-4000:]}", encoding="utf-8")
-    if failure.exists():
-        pytest.fail("the book does not build with warnings as errors:\n" + failure.read_text(encoding="utf-8"))
-    return out / "_build" / "html"
+    return _book(tmp_path_factory)[0]
+
+
+@pytest.fixture(scope="session")
+def book_kernel_starts(built, tmp_path_factory) -> list[str]:
+    """The kernels `make book` started for :func:`built`, by name (the tripwire's log)."""
+    if os.environ.get("COURSE_BOOK_HTML"):
+        pytest.skip("COURSE_BOOK_HTML names a build made elsewhere; the suite's own build records its kernels")
+    return _book(tmp_path_factory)[1].read_text(encoding="utf-8").split()

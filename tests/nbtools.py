@@ -1,17 +1,21 @@
-"""Helpers for tests that read assignment notebooks and run their cells in-process.
+"""Helpers for tests that read assignment notebooks and run their cells in-process, and for those that build the
+book (a kernel tripwire).
 
 Reading a notebook's cells is :mod:`grader.notebook`'s (re-exported here for the tests).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader.notebook import HIDDEN, Cell, hidden_part, read_cells
 
-__all__ = ["HIDDEN", "ROOT", "Cell", "CellResult", "assignments", "hidden_part", "notebooks", "read_cells",
-           "run_cells", "solution_namespace"]
+__all__ = ["HIDDEN", "ROOT", "Cell", "CellResult", "assignments", "hidden_part", "kernel_tripwire",
+           "make_book_environment", "notebooks", "read_cells", "run_cells", "solution_namespace"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,3 +77,41 @@ def solution_namespace(cells: list[Cell]) -> dict:
         if cell.kind == "code" and not (cell.is_test or cell.is_check):
             exec(compile(cell.source, f"<cell {i}: {cell.grade_id}>", "exec"), ns)
     return ns
+
+
+# --------------------------------------------------------------------------
+# Building the book
+# --------------------------------------------------------------------------
+#: the kernel a notebook names when it names none (jupyter_client's default), and what the tripwire answers to
+DEFAULT_KERNEL = "python3"
+#: what a tripwire kernel runs: it appends its name to the log and exits with a failure
+TRIPWIRE = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + chr(10)); sys.exit(1)"
+
+
+def kernel_tripwire(folder: Path, log: Path) -> str:
+    """A ``JUPYTER_PATH`` entry (returned) under which every kernel the book's notebooks name is a tripwire.
+
+    Jupyter finds a kernel by its name in the folders of ``JUPYTER_PATH`` first; there, each name a chapter or
+    exercise notebook gives (and ``python3``) starts a process that appends the name to ``log`` and exits 1,
+    so a build that executes a notebook fails, and the log says which kernels it started.
+    """
+    names = {DEFAULT_KERNEL}
+    for nb in [*ROOT.glob("chapters/*/*.ipynb"), *ROOT.glob("exercises/*/*.ipynb")]:
+        names.add(json.loads(nb.read_text(encoding="utf-8"))["metadata"].get("kernelspec", {}).get("name")
+                  or DEFAULT_KERNEL)
+    for name in sorted(names):
+        spec = folder / "kernels" / name
+        spec.mkdir(parents=True, exist_ok=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-S", "-c", TRIPWIRE, str(log), name, "{connection_file}"],
+            "display_name": f"tripwire ({name})", "language": "python"}), encoding="utf-8")
+    return str(folder)
+
+
+def make_book_environment(tripwire: str) -> dict[str, str]:
+    """The environment `make book` runs in for the suite: a reader's (no EXECUTE, no outer make's flags), with
+    the kernel tripwire first on ``JUPYTER_PATH``."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("EXECUTE", "COURSE_BOOK_EXECUTE", "BOOK_OUT", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    env["JUPYTER_PATH"] = os.pathsep.join(p for p in (tripwire, os.environ.get("JUPYTER_PATH")) if p)
+    return env

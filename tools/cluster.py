@@ -10,9 +10,11 @@ machine that holds a clone of the same commit (``make grade-worker
 SCHEDULER=...`` in that clone); ``make grade SCHEDULER=...`` then sends each
 (learner, assignment) to the cluster as one task, where :func:`grade_task`
 grades it as local grading does: ``nbgrader autograde`` with the course's
-``nbgrader_config.py``, in the same fenced kernel (:mod:`grader.autograde`),
-in a scratch copy of the assignment on the worker. The client alone writes the
-gradebook:
+``nbgrader_config.py``, in the same fenced kernel (:mod:`grader.autograde`).
+A worker keeps what local grading keeps for a run, for its whole run
+(:class:`WorkerGrading`): one scratch course, one long-lived nbgrader process
+and its warm kernels, so each task pays for grading, not for starting a
+grader. The client alone writes the gradebook:
 
 - **One course.** A worker's course (``grader/``, ``solutions/``, ``course_lib/``
   and ``nbgrader_config.py``) is hashed (:func:`course_hash`); a worker whose
@@ -43,6 +45,7 @@ draws the learner's cases from it as the client would (with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hashlib
 import os
@@ -58,10 +61,14 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
 
 from grader.secret import OFF, SECRET_FILE
+
+if TYPE_CHECKING:
+    from grader.nbgrader_processes import NbgraderProcess
 
 #: what a worker's grading depends on: the grading code of the clone that runs it, and the course's assignments
 #: and nbgrader configuration; two graders grade alike when these hash alike
@@ -77,6 +84,20 @@ SCRATCH_VARIABLE = "COURSE_GRADING_SCRATCH"
 CLIENT_ONLY = ("GRADEBOOK_URL", "DEADLINES", "GRADING_SECRET_FILE")
 #: seconds the client waits for a worker of its course before it gives up on what is left
 NO_WORKER_PATIENCE = 60.0
+#: seconds between the client's questions to the scheduler, while no result comes, whether a worker of its course
+#: is left (the answer lists every worker: asked four times a second, it cost the graders' CPU)
+WAIT_SECONDS = 2.0
+#: seconds a worker asked to stop (SIGTERM, SIGINT) has to close before its launcher ends it
+STOP_PATIENCE = 15.0
+#: Dask's settings for the scheduler and the workers (an instructor's own DASK_* variables win): a grading task
+#: runs for seconds, so Dask's statistical profiler (a sample every 10 ms), its 20 ms event-loop tick and its
+#: half-second system monitor only cost CPU the kernels need. Measured, a scheduler and two idle workers: 2.21 s
+#: of CPU in 30 s with Dask's defaults, 0.32 s with these
+DASK_SETTINGS = {
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
+    "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "5s",
+}
 
 
 class WorkerRefused(RuntimeError):
@@ -115,30 +136,10 @@ def worker_course_hash() -> str:
     return _worker_course()[1]
 
 
-_templates: dict[str, Path] = {}
-_template_lock = threading.Lock()
-
-
 def _scratch() -> str | None:
-    """Where this worker keeps its scratch courses (None: the system's temporary folder)."""
+    """Where this worker keeps its scratch course (None: the system's temporary folder)."""
     folder = os.environ.get(SCRATCH_VARIABLE)
     return folder if folder and os.path.isdir(folder) else None
-
-
-def _template(root: Path, assignment: str) -> Path:
-    """A scratch course holding one assignment and a gradebook that knows it, made once per worker process."""
-    from grader.late import Deadlines
-    from tools.grade import sync_gradebook
-
-    with _template_lock:
-        if assignment not in _templates:
-            course = Path(tempfile.mkdtemp(prefix=f"grade-template-{assignment}-", dir=_scratch())) / "course"
-            course.mkdir()
-            shutil.copy(root / "nbgrader_config.py", course)
-            shutil.copytree(root / "solutions" / assignment, course / "solutions" / assignment)
-            sync_gradebook(course, assignment, Deadlines())
-            _templates[assignment] = course
-        return _templates[assignment]
 
 
 def worker_environment() -> dict[str, str]:
@@ -148,15 +149,145 @@ def worker_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in CLIENT_ONLY and not is_secret(k)}
 
 
+@dataclass
+class WorkerGrading:
+    """What a grading worker keeps for its whole run, as ``make grade`` keeps it for one run on one machine.
+
+    - **One scratch course**, reused by every task: the course's ``nbgrader_config.py``, and each assignment's
+      source copied and recorded in a scratch gradebook the first time a task needs it. A task writes its
+      learner's submission under ``submitted/<learner>/<assignment>/`` and its grading secret next to the
+      gradebook (mode 0600); both, and the autograded copy, are removed when the task ends, so nothing of a
+      learner stays on the worker and each task grades its learner alone.
+    - **One long-lived nbgrader process** (:class:`grader.nbgrader_processes.NbgraderProcess`) in that course:
+      each task is one ``nbgrader autograde`` request, the task's secret set for that request alone. A process
+      that dies fails its task's request (the task reports nbgrader's failure) and the next request starts
+      another.
+    - **The warm kernels' processes** (:func:`grader.warm.shared_warm_processes`), kept by this worker and
+      shared by its nbgrader process (and any that replaces it): the course path never changes, so every task
+      forks its kernels from the same warm process.
+
+    Made when the worker starts (:func:`dask_setup`, the worker's preload) or by the first task, and closed when
+    the worker closes (:func:`dask_teardown`); the worker's scratch folder goes with it (:func:`run_worker`).
+    """
+
+    root: Path
+    course: Path
+    process: NbgraderProcess
+    stack: contextlib.ExitStack
+    assignments: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def start(cls, root: Path) -> "WorkerGrading":
+        """The scratch course, its warm processes' folder and its nbgrader process, started now."""
+        from grader import warm
+        from grader.nbgrader_processes import NbgraderProcess
+
+        stack = contextlib.ExitStack()
+        folder = Path(tempfile.mkdtemp(prefix="grade-course-", dir=_scratch()))
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        course = folder / "course"
+        (course / "submitted").mkdir(parents=True)
+        (course / "autograded").mkdir()  # kept for the whole run: the warm processes have it in view
+        shutil.copy(root / "nbgrader_config.py", course)
+        stack.enter_context(warm.shared_warm_processes(prefix=WARM_PREFIX))
+        env = worker_environment()  # after the warm folder is named: its nbgrader process shares it
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # nbgrader runs alembic
+        env["GRADING_SECRET_FILE"] = OFF  # each request names its own (the client's secret, or none)
+        process = NbgraderProcess(course, env, log_dir=str(folder))
+        stack.callback(process.close)
+        process.start()  # its imports run while the worker waits for its first task
+        return cls(root, course, process, stack)
+
+    def prepare(self, assignment: str) -> None:
+        """The assignment's source in the scratch course, and in its gradebook, once per run."""
+        from grader.late import Deadlines
+        from tools.grade import sync_gradebook
+
+        if assignment not in self.assignments:
+            shutil.copytree(self.root / "solutions" / assignment, self.course / "solutions" / assignment)
+            sync_gradebook(self.course, assignment, Deadlines())
+            self.assignments.add(assignment)
+
+    def clear(self) -> None:
+        """Nothing of a learner left in the course: every submission, autograded copy and the secret removed
+        (``autograded/`` itself stays, as the warm processes see it)."""
+        for top in ("submitted", "autograded"):
+            for entry in (self.course / top).iterdir():
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        (self.course / SECRET_FILE).unlink(missing_ok=True)
+
+    def grade(self, assignment: str, student: str, files: dict[str, bytes], timeout: int | None,
+              secret: bytes | None) -> tuple[subprocess.CompletedProcess, dict[str, bytes]]:
+        """nbgrader's result for one learner's submission, and the files of its autograded folder."""
+        from tools.grade import autograde_arguments
+
+        with self.lock:  # one task at a time (the worker runs one; a direct caller might not)
+            self.prepare(assignment)
+            self.clear()
+            try:
+                folder = self.course / "submitted" / student / assignment
+                folder.mkdir(parents=True)
+                for rel, data in files.items():
+                    (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (folder / rel).write_bytes(data)
+                secret_file = OFF
+                if secret is not None:
+                    path = self.course / SECRET_FILE
+                    path.touch(mode=0o600)
+                    path.write_bytes(secret)
+                    secret_file = str(path)
+                res = self.process.run(autograde_arguments(self.course, assignment, [student], [student], timeout),
+                                       threads={}, environment={"GRADING_SECRET_FILE": secret_file})
+                done = self.course / "autograded" / student / assignment
+                out = {p.relative_to(done).as_posix(): p.read_bytes() for p in sorted(done.rglob("*"))
+                       if p.is_file()}
+            finally:
+                self.clear()
+        return res, out
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+#: the prefix of a worker's warm processes' folder (grader.warm), by which its launcher finds what a worker that
+#: died left running (:func:`run_worker`)
+WARM_PREFIX = "grade-worker-warm-"
+_grading: list[WorkerGrading] = []
+_grading_lock = threading.Lock()
+
+
+def worker_grading() -> WorkerGrading:
+    """This worker's :class:`WorkerGrading`, started on first use."""
+    with _grading_lock:
+        if not _grading:
+            _grading.append(WorkerGrading.start(_worker_course()[0]))
+        return _grading[0]
+
+
+def dask_setup(worker) -> None:
+    """Dask's preload hook (``make grade-worker`` preloads this module): the worker's course, nbgrader process
+    and warm processes' folder start with the worker, before its first task."""
+    del worker
+    worker_grading()
+
+
+def dask_teardown(worker) -> None:
+    """Dask's preload hook: the worker closes, and so do its nbgrader process and warm processes."""
+    del worker
+    with _grading_lock:
+        while _grading:
+            _grading.pop().close()
+
+
 def grade_task(assignment: str, student: str, files: dict[str, bytes], client_hash: str,
                timeout: int | None, secret: bytes | None = None) -> dict:
     """Grade one learner's submission of one assignment on this worker; the autograded folder comes back.
 
     Returns ``{"worker", "returncode", "log", "files"}``: ``files`` maps each file of
-    ``autograded/<student>/<assignment>/`` to its bytes (empty when nbgrader could not grade it).
+    ``autograded/<student>/<assignment>/`` to its bytes (empty when nbgrader could not grade it). The grading is
+    the worker's :class:`WorkerGrading`'s: its scratch course, its nbgrader process, its warm kernels.
     """
-    from tools.grade import autograde
-
     root, mine = _worker_course()
     name = _worker_name()
     held = [k for k in CLIENT_ONLY if k in os.environ]
@@ -166,23 +297,7 @@ def grade_task(assignment: str, student: str, files: dict[str, bytes], client_ha
     if mine != client_hash:
         raise WorkerRefused(f"worker {name} grades with course {mine}, the client's is {client_hash}: "
                              "start the worker from a clone of the client's commit")
-    with tempfile.TemporaryDirectory(prefix="grade-task-", dir=_scratch()) as scratch:
-        course = Path(scratch) / "course"
-        shutil.copytree(_template(root, assignment), course)
-        folder = course / "submitted" / student / assignment
-        folder.mkdir(parents=True)
-        for rel, data in files.items():
-            (folder / rel).write_bytes(data)
-        env = worker_environment()
-        env["GRADING_SECRET_FILE"] = OFF  # the client's choice: its secret, or the registry's seeds
-        if secret is not None:
-            secret_file = course / SECRET_FILE
-            secret_file.touch(mode=0o600)
-            secret_file.write_bytes(secret)
-            env["GRADING_SECRET_FILE"] = str(secret_file)
-        res = autograde(course, assignment, [student], [student], timeout, env=env)
-        done = course / "autograded" / student / assignment
-        out = {p.relative_to(done).as_posix(): p.read_bytes() for p in sorted(done.rglob("*")) if p.is_file()}
+    res, out = worker_grading().grade(assignment, student, files, timeout, secret)
     return {"worker": name, "returncode": res.returncode, "log": res.stdout + res.stderr, "files": out}
 
 
@@ -287,9 +402,14 @@ class ClusterGrading:
         remaining = dict(futures)
         waiting_since = None
         with tqdm(total=len(futures), desc=assignment, unit="submission", file=sys.stderr, disable=None) as bar:
+            asked = time.monotonic()
             while remaining:
-                done = [f for f in remaining if f.done()]
+                done = [f for f in remaining if f.done()]  # the futures' own state: no question to the scheduler
                 if not done:
+                    time.sleep(0.1)
+                    if time.monotonic() - asked < WAIT_SECONDS:
+                        continue
+                    asked = time.monotonic()
                     if self._workers_alive():
                         waiting_since = None
                     elif waiting_since is None:
@@ -299,7 +419,6 @@ class ClusterGrading:
                             future.cancel()
                             failed.append((student, "no worker of this course was left to grade it"))
                         break
-                    time.sleep(0.25)
                     continue
                 for future in done:
                     student = remaining.pop(future)
@@ -374,6 +493,7 @@ def run_scheduler(root: Path, host: str, port: int) -> int:
     """Start Dask's scheduler with this clone on its Python path (it reads each task, so it imports this module)."""
     env = {k: v for k, v in os.environ.items() if k not in CLIENT_ONLY}
     env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = DASK_SETTINGS | env
     print(f"grade-scheduler: tcp://{host}:{port}, course {course_hash(root, code=root)} from {root}", flush=True)
     os.execve(sys.executable, [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", host,
                                "--port", str(port), "--no-dashboard"], env)
@@ -381,7 +501,7 @@ def run_scheduler(root: Path, host: str, port: int) -> int:
 def run_worker(scheduler: str, root: Path, name: str | None, threads: int | None,
                scratch_in: str | None = None) -> int:
     """Start a Dask worker for this clone: one task at a time, the course's kernel threads, no dashboard."""
-    env = {k: v for k, v in os.environ.items() if k not in CLIENT_ONLY}  # the gradebook is the client's alone
+    env = DASK_SETTINGS | {k: v for k, v in os.environ.items() if k not in CLIENT_ONLY}  # the gradebook: the client's
     env[ROOT_VARIABLE] = str(root)
     env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")  # nbgrader, by name
@@ -389,22 +509,54 @@ def run_worker(scheduler: str, root: Path, name: str | None, threads: int | None
         for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[variable] = str(threads)
     print(f"grade-worker: course {course_hash(root, code=root)} from {root}, joining {scheduler}", flush=True)
+    # --preload: this module's dask_setup and dask_teardown start and stop what the worker keeps for its run
     command = [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--nthreads", "1",
                "--nworkers", "1", "--no-nanny", "--no-dashboard", "--memory-limit", "0",
-               "--name", name or f"{socket.gethostname()}-{os.getpid()}"]
+               "--name", name or f"{socket.gethostname()}-{os.getpid()}", "--preload", "tools.cluster"]
     if scheduler.startswith("tcp://127.0.0.1") or scheduler.startswith("tcp://localhost"):
         command += ["--host", "127.0.0.1"]
-    # the worker's courses (each assignment's template, each task's) in one folder of its own, removed when the
+    # the worker's scratch course and its nbgrader process's log in one folder of its own, removed when the
     # worker stops (SIGTERM, SIGINT or its own end); a worker killed outright leaves it in ``scratch_in``
     scratch = tempfile.mkdtemp(prefix="grade-worker-", dir=scratch_in)
     env[SCRATCH_VARIABLE] = scratch
     proc = subprocess.Popen(command, env=env)
+    asked: list[float] = []  # when the worker was asked to stop
+
+    def forward(signum, _frame) -> None:
+        asked.append(time.monotonic())
+        proc.send_signal(signum)
+
     for stop in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(stop, lambda signum, _: proc.send_signal(signum))
+        signal.signal(stop, forward)
     try:
-        return proc.wait()
+        while True:
+            try:
+                return proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                # a worker stopped while its scheduler stops too may never finish closing (Dask's close, started
+                # by the signal and by the scheduler at once, waits on itself): ended after STOP_PATIENCE
+                if asked and time.monotonic() - asked[0] > STOP_PATIENCE:
+                    proc.kill()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        stop_warm_processes_of(proc.pid)
+
+
+def stop_warm_processes_of(pid: int) -> None:
+    """End the warm processes a worker (process ``pid``) kept, and remove their folder: a worker that closes
+    ends them itself (:func:`dask_teardown`), one that died cannot (its warm processes end on their own a second
+    after it, their folder stays)."""
+    import glob
+
+    from grader import warm
+
+    for folder in glob.glob(os.path.join(warm.socket_base(), f"{WARM_PREFIX}*")):
+        try:
+            owner = Path(folder, warm.OWNER).read_text().strip()
+        except OSError:
+            continue
+        if owner == str(pid):
+            warm.stop_shared(folder)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,13 @@
-"""Sphinx extension of the book: the execution cache knows what a notebook imports.
+"""Sphinx extension of the book: stored outputs by default, and an execution cache that knows what a notebook imports.
 
-Jupyter Book executes the chapter notebooks once and keeps their outputs in
+``make book`` renders the outputs stored in the chapter notebooks (``_config.yml``:
+``execute_notebooks: "off"``) and starts no kernel: ``make test`` proves those
+outputs are what the code prints. ``make book EXECUTE=1`` sets
+:data:`EXECUTE_VARIABLE`, and :func:`execution_mode` switches the build to
+Jupyter Book's cache mode, for a maintainer who wants the book from a fresh
+run.
+
+In that mode Jupyter Book executes the chapter notebooks once and keeps their outputs in
 ``_build/.jupyter_cache``, keyed by a hash of the notebook's code cells (and its
 ``kernelspec``). That key misses the code the notebook runs but does not
 contain: a notebook that imports ``course_lib.attention`` shows whatever the
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -206,6 +214,19 @@ def note_dependencies(app, docname: str, source: list[str]) -> None:
         app.env.note_dependency(str(path))
 
 
+#: set (to anything but empty or 0) by ``make book EXECUTE=1``: execute the notebooks at build time, cached
+EXECUTE_VARIABLE = "COURSE_BOOK_EXECUTE"
+#: Jupyter Book's execution mode under :data:`EXECUTE_VARIABLE` (``_config.yml`` says "off")
+EXECUTED_MODE = "cache"
+
+
+def execution_mode(app, config) -> None:
+    """``make book EXECUTE=1``: the notebooks executed (cached) instead of their stored outputs rendered."""
+    if os.environ.get(EXECUTE_VARIABLE, "").strip() not in ("", "0"):
+        config.nb_execution_mode = EXECUTED_MODE
+
+
 def setup(app):
+    app.connect("config-inited", execution_mode)
     app.connect("source-read", note_dependencies)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,13 +1,19 @@
-"""The book builds with warnings as errors, offline, with its math served locally."""
+"""The book builds with warnings as errors, offline, with its math served locally, from the notebooks' stored
+outputs: `make book` starts no kernel (``make book EXECUTE=1`` executes them)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import nbformat
 import pytest
+import yaml
 
-from nbtools import ROOT
+from nbtools import ROOT, kernel_tripwire, make_book_environment
+from tools.course_book import EXECUTE_VARIABLE
 
 pytestmark = pytest.mark.slow
 
@@ -85,3 +91,53 @@ def test_the_front_page_is_the_learners_and_leads_to_the_guides(built):
         page = f"guides/{guide.stem}.html"
         assert (built / page).exists(), f"{page} was not built"
         assert f'href="{page}"' in intro, f"the front page's navigation does not lead to {page}"
+
+
+def test_make_book_starts_no_kernel(book_kernel_starts):
+    assert not book_kernel_starts, (f"make book started {len(book_kernel_starts)} kernel(s) ({book_kernel_starts}): "
+                                    "it must render the outputs stored in the notebooks")
+
+
+def _tiny_book(folder: Path) -> Path:
+    """A book of one notebook with a stored output, configured with the course's own execution settings and its
+    course_book extension (which reads ``make book EXECUTE=1``'s switch)."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    book = folder / "book"
+    book.mkdir()
+    (book / "_config.yml").write_text(yaml.safe_dump({
+        "title": "tripwire", "execute": config["execute"],
+        "sphinx": {"local_extensions": {"course_book": str(ROOT / "tools")}}}), encoding="utf-8")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: page\n", encoding="utf-8")
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}})
+    nb.cells = [nbformat.v4.new_markdown_cell("# A page"),
+                nbformat.v4.new_code_cell("print(1 + 1)", execution_count=1,
+                                          outputs=[nbformat.v4.new_output("stream", name="stdout", text="2\n")])]
+    nbformat.write(nb, book / "page.ipynb")
+    return book
+
+
+def test_the_tripwire_records_the_kernels_of_a_build_that_executes(tmp_path):
+    """The check above is a real one: the same book settings with ``make book EXECUTE=1``'s switch start the
+    notebook's kernel, which the tripwire records and fails; without it, no kernel and the stored output."""
+    book, log = _tiny_book(tmp_path), tmp_path / "kernels.log"
+    log.touch()
+    env = make_book_environment(kernel_tripwire(tmp_path / "tripwire", log))
+    exe = Path(sys.executable).with_name("jupyter-book")
+
+    def build(out: str, **more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(exe), "build", str(book), "--path-output", str(tmp_path / out), "-W", "-n",
+                               "--keep-going"], env=env | more, capture_output=True, text=True)
+
+    stored = build("stored")
+    assert stored.returncode == 0 and not log.read_text(), stored.stdout[-3000:] + stored.stderr[-3000:]
+    assert "2" in (tmp_path / "stored" / "_build" / "html" / "page.html").read_text()
+    executed = build("executed", **{EXECUTE_VARIABLE: "1"})
+    assert log.read_text().split() == ["python3"], executed.stdout[-3000:] + executed.stderr[-3000:]
+    assert executed.returncode != 0
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "-o", ".venv/.installed", "book", "EXECUTE=1"],
+                         cwd=ROOT, env=make_book_environment(""), capture_output=True, text=True)
+    assert f"{EXECUTE_VARIABLE}=1" in dry.stdout, dry.stdout + dry.stderr
+    assert EXECUTE_VARIABLE not in subprocess.run(
+        ["make", "-n", "--no-print-directory", "-o", ".venv/.installed", "book"], cwd=ROOT,
+        env=make_book_environment(""), capture_output=True, text=True).stdout

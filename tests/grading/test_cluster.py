@@ -28,6 +28,7 @@ import pytest
 from grader.notebook import grade_id
 from grader.secret import SECRET_FILE, read_or_create
 from nbtools import ROOT
+from tools.cluster import SCRATCH_VARIABLE, stop_warm_processes_of
 
 pytestmark = pytest.mark.slow
 
@@ -56,16 +57,21 @@ def _with_cell(solution: Path, exercise: str, source: str):
     return nb
 
 
+def _firsts() -> dict[str, dict]:
+    """The first catalogued mistake of each exercise of the assignment, by exercise."""
+    firsts: dict[str, dict] = {}
+    for entry in runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{ASSIGNMENT}.py"))["WRONG"]:
+        firsts.setdefault(entry["exercise"], entry)
+    return firsts
+
+
 def _make_class(course: Path) -> None:
     read_or_create(str(course / SECRET_FILE))  # one class, one grading secret: its copy grades with the same
     shutil.copy(ROOT / "nbgrader_config.py", course)
     shutil.copytree(ROOT / "solutions", course / "solutions")
     solution = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
     release = ROOT / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
-    wrong = runpy.run_path(str(ROOT / "tests" / "grading" / "catalogues" / f"{ASSIGNMENT}.py"))["WRONG"]
-    firsts = {}
-    for entry in wrong:
-        firsts.setdefault(entry["exercise"], entry)
+    firsts = _firsts()
     learners = {
         "alice": nbformat.read(solution, as_version=4), "bruno": nbformat.read(solution, as_version=4),
         "chen": nbformat.read(solution, as_version=4), "lena": nbformat.read(solution, as_version=4),
@@ -102,6 +108,30 @@ def _wait_for_workers(scheduler: str, n: int, deadline: float = 60) -> None:
         client.wait_for_workers(n, timeout=deadline)
 
 
+def _grading(worker: psutil.Process) -> bool:
+    """Whether the Dask worker process ``worker`` is grading: a learner's submission is in its scratch course,
+    where it lies from the start of a task to its end (tools.cluster.WorkerGrading)."""
+    try:
+        scratch = worker.environ().get(SCRATCH_VARIABLE)
+    except psutil.Error:
+        return False
+    return bool(scratch) and any(Path(scratch).glob("grade-course-*/course/submitted/*"))
+
+
+def _nbgrader_processes(pid: int) -> list[int]:
+    """The long-lived nbgrader processes under the worker whose launcher is ``pid``."""
+    return sorted(c.pid for c in psutil.Process(pid).children(recursive=True)
+                  if "grader.nbgrader_processes" in " ".join(c.cmdline()))
+
+
+def _test_outputs(course: Path, learner: str) -> dict[str, str]:
+    """What each graded test cell of a learner's autograded notebook reported (the error, naming its case)."""
+    nb = nbformat.read(course / "autograded" / learner / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    return {grade_id(c): " ".join(f"{o.get('ename')}: {o.get('evalue')}" for o in c.get("outputs", [])
+                                  if o.get("output_type") == "error")
+            for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")}
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         try:
@@ -135,6 +165,7 @@ def graded(tmp_path_factory):
     # the workers' scratch courses under a folder of the test's: the one w1 is killed in is never cleaned by w1
     scratch = top / "workers-tmp"
     scratch.mkdir()
+    killed: list[int] = []  # the killed worker's Dask process
     try:
         time.sleep(2)
         for name in ("w1", "w2"):
@@ -144,31 +175,43 @@ def graded(tmp_path_factory):
                               "--scratch", str(scratch)], top / "w3.log", cwd=other, PYTHONPATH=str(other))
         local_run = _grade(local, "--jobs", "2")
         _wait_for_workers(scheduler, 3)
+        w2_before = _nbgrader_processes(procs["w2"].pid)
         cluster_run = _grade(remote, "--scheduler", scheduler)
-        # w1 is killed with SIGKILL (its whole session: worker, nbgrader, kernel) once it is grading
+        # w1 is killed with SIGKILL (its whole session: worker, nbgrader, kernel) once it is grading (its nbgrader
+        # process runs from the worker's start: a submission in its scratch course says a task is under way)
         killed_at = None
         worker = psutil.Process(procs["w1"].pid)
         while cluster_run.poll() is None and killed_at is None:
-            if any("nbgrader" in " ".join(c.cmdline()) for c in worker.children(recursive=True)):
+            dask_worker = [c for c in worker.children(recursive=True) if "dask_worker" in " ".join(c.cmdline())]
+            if dask_worker and _grading(dask_worker[0]):
                 os.killpg(procs["w1"].pid, signal.SIGKILL)
+                killed.append(dask_worker[0].pid)
                 killed_at = time.monotonic()
             time.sleep(0.1)
         out, err = cluster_run.communicate(timeout=400)
+        w2_after = _nbgrader_processes(procs["w2"].pid)
+        w2_courses = [c for c in psutil.Process(procs["w2"].pid).children(recursive=True)
+                      if "dask_worker" in " ".join(c.cmdline())]
+        w2_left = sorted(str(p) for c in w2_courses for top in ("submitted", "autograded")
+                         for p in Path(c.environ()[SCRATCH_VARIABLE]).glob(f"grade-course-*/course/{top}/*"))
         local_out, local_err = local_run.communicate(timeout=400)
         yield {"local": local, "remote": remote, "out": out, "err": err, "rc": cluster_run.returncode,
+               "w2_nbgrader": (w2_before, w2_after), "w2_left": w2_left,
                "local_out": local_out + local_err, "local_rc": local_run.returncode, "killed": killed_at,
                "other": other, "logs": {n: (top / f"{n}.log").read_text() for n in ("w1", "w2", "w3")}}
     finally:
-        for proc in procs.values():
+        for proc in reversed(procs.values()):  # the workers first, while their scheduler can still see them go
             _stop(proc)
         shutil.rmtree(scratch, ignore_errors=True)
+        for pid in killed:  # what the killed worker kept (its warm processes' folder) goes too
+            stop_warm_processes_of(pid)
 
 
 def test_the_cluster_grades_the_class_as_a_local_run_does(graded):
     assert graded["killed"] is not None, "w1 never started grading: the test did not kill a busy worker"
     assert graded["local_rc"] == graded["rc"] == 1, graded["local_out"] + graded["out"] + graded["err"]
     local, remote = (graded[k] / "grades.csv" for k in ("local", "remote"))
-    assert remote.read_text() == local.read_text(), graded["out"] + graded["err"]
+    assert remote.read_text() == local.read_text(), graded["local_out"][-6000:] + graded["out"] + graded["err"]
     rows = {r["student_id"]: r for r in csv.DictReader(local.open())}
     assert rows["alice"]["score"] == "10" and rows["gus"]["score"] == "0" and rows["dora"]["score"] not in ("0", "10")
     assert rows["ivan"]["score"] not in ("0", "10") and "kernel died in cell causal_mask" in rows["ivan"]["message"]
@@ -183,6 +226,27 @@ def test_every_submission_is_recorded_once_though_a_worker_was_killed(graded):
     assert "w3" not in summary.group(2), "the worker of another commit graded"
     for learner in ("alice", "ivan", "jules"):
         assert len(list((graded["remote"] / "autograded" / learner / ASSIGNMENT).glob("*.ipynb"))) == 1
+
+
+def test_a_worker_grades_every_task_with_the_nbgrader_process_it_started_with_and_keeps_no_learner(graded):
+    """A worker keeps one nbgrader process (and one scratch course) for its whole run, as make grade does for
+    one run: w2's, started with the worker, graded every task it got and is still the one; nothing of a learner
+    (a submission, an autograded copy) is left in its course between tasks."""
+    before, after = graded["w2_nbgrader"]
+    summary = re.search(r"recorded \d+ submission\(s\) from the cluster: (.*)", graded["out"])
+    assert summary and re.search(r"w2 \((\d+)\)", summary.group(1)), graded["out"]
+    assert len(before) == 1 and after == before, (before, after, graded["logs"]["w2"][-3000:])
+    assert graded["w2_left"] == [], graded["w2_left"]
+
+
+def test_the_cluster_draws_each_learners_cases_from_the_clients_secret(graded):
+    """The secret travels with each task to the worker's nbgrader process: every learner's graded test cells say
+    what they said locally, case for case (the first failing case, with its shapes, is drawn from the secret)."""
+    for learner in ("alice", "dora", "emil", "finn", "jules", "ivan"):
+        local, remote = (_test_outputs(graded[k], learner) for k in ("local", "remote"))
+        assert remote == local, (learner, local, remote)
+    first = sorted(_firsts())[0]  # dora's exercise, where her catalogued mistake is
+    assert _test_outputs(graded["local"], "dora")[f"test_{first}"], "dora's mistake failed no test cell"
 
 
 def test_a_worker_of_another_commit_is_refused_with_both_hashes(graded):

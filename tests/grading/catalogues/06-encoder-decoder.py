@@ -512,6 +512,16 @@ def cross_attention(x, memory, w_q, w_k, w_v, w_o, n_heads, memory_mask=None):
         outs.append((e / e.sum(dim=-1, keepdim=True)) @ v_all[..., cols])
     return torch.cat(outs, dim=-1) @ w_o.T
 '''),
+    # the targets are int64, as the exercise says (issue 45): one_hot, which takes int64 only, is right
+    dict(exercise="label_smoothed_loss", how="the smoothed target built with one_hot on the int64 targets", source='''
+def label_smoothed_loss(logits, target, smoothing, ignore_index):
+    V = logits.shape[-1]
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    q = torch.nn.functional.one_hot(safe, V).to(logits.dtype) * (1 - smoothing) + smoothing / V
+    loss = -(q * torch.log_softmax(logits, dim=-1)).sum(-1)
+    return (loss * keep).sum() / keep.sum()
+'''),
 ]
 
 # The contract's last gaps (issue 27): ids and lengths in any integer dtype, the result's dtype following them.
@@ -545,15 +555,14 @@ def decoder_self_attention_mask(tgt_lengths, n):
     causal = torch.ones(n, n, dtype=torch.bool).tril()
     return causal[None] & real[:, None, :]
 '''),
-    dict(exercise="label_smoothed_loss", diagnosis="only handles int64 integer inputs",
-         mistake="smoothed targets built with one_hot (int64 targets only)", source='''
-def label_smoothed_loss(logits, target, smoothing, ignore_index):
-    V = logits.shape[-1]
-    keep = target != ignore_index
-    safe = torch.where(keep, target, torch.zeros_like(target))
-    q = torch.nn.functional.one_hot(safe, V).to(logits.dtype) * (1 - smoothing) + smoothing / V
-    loss = -(q * torch.log_softmax(logits, dim=-1)).sum(-1)
-    return (loss * keep).sum() / keep.sum()
+    # the exercise names uint8 among the lengths' dtypes, and says that 0 - 1 is 255 there (issue 45)
+    dict(exercise="decoder_self_attention_mask", diagnosis="integer inputs in uint8",
+         mistake="real keys as j <= length - 1: an empty sequence's 0 - 1 wraps round to 255 in uint8", source='''
+def decoder_self_attention_mask(tgt_lengths, n):
+    pos = torch.arange(n)
+    causal = pos[None, :] <= pos[:, None]
+    real = pos[None, :] <= (tgt_lengths - 1)[:, None]
+    return causal[None] & real[:, None, :]
 '''),
     dict(exercise="transformer_lr", diagnosis="where a float is expected",
          mistake="computed with 0-d tensors (torch.minimum): returns a tensor, not a Python float", source='''

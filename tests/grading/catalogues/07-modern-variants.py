@@ -568,13 +568,9 @@ def sample_next_token(logits, temperature, top_k, generator):
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return torch.multinomial(probs, 1, generator=generator)
 '''),
-]
-
-# The contract's last gaps (issue 27): positions and ids in any integer dtype.
-WRONG += [
-    dict(exercise="apply_rope", diagnosis="only handles int64 integer inputs",
-         mistake="a cos/sin table over every position up to the largest, indexed by positions (int16 cannot index)",
-         source='''
+    # positions are int64 or int32, as the exercise says (issue 45): both index a table
+    dict(exercise="apply_rope", how="a cos/sin table over every position up to the largest, indexed by positions "
+         "(as Hugging Face's rotary embedding caches it)", source='''
 def apply_rope(x, positions, base=10000.0):
     d = x.shape[-1]
     inv_freq = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
@@ -584,8 +580,8 @@ def apply_rope(x, positions, base=10000.0):
     rotated = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
     return x * cos + rotated * sin
 '''),
-    dict(exercise="next_token_loss", diagnosis="only handles int64 integer inputs",
-         mistake="targets one-hot encoded (one_hot takes int64 only)", source='''
+    # ids are int64, as the exercise says (issue 45): one_hot and take_along_dim, which take int64 only, are right
+    dict(exercise="next_token_loss", how="targets one-hot encoded (one_hot on the int64 ids)", source='''
 def next_token_loss(logits, ids, ignore_index=None):
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
     targets = ids[:, 1:]
@@ -593,5 +589,13 @@ def next_token_loss(logits, ids, ignore_index=None):
     onehot = torch.nn.functional.one_hot(torch.where(keep, targets, 0), logits.shape[-1]).to(logp.dtype)
     nll = -(onehot * logp).sum(-1)
     return (nll * keep).sum() / keep.sum()
+'''),
+    dict(exercise="next_token_loss", how="the target's log-probability picked with take_along_dim", source='''
+def next_token_loss(logits, ids, ignore_index=None):
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    targets = ids[:, 1:]
+    keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index
+    picked = torch.take_along_dim(logp, torch.where(keep, targets, 0)[..., None], dim=-1)[..., 0]
+    return -(picked * keep).sum() / keep.sum()
 '''),
 ]

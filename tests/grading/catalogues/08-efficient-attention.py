@@ -476,3 +476,23 @@ def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes):
     return 2 * torch.prod(torch.tensor([batch, seq_len, n_layers, n_kv_heads, head_dim, dtype_bytes]))
 '''),
 ]
+
+# The exercise says the inputs come in bfloat16 and float16 too, the running quantities in q's dtype (issue 45).
+WRONG += [
+    dict(exercise="online_softmax_attention", diagnosis="found BFloat16",
+         mistake="running max, sum and output made by torch.full and torch.zeros in the default float32", source='''
+def online_softmax_attention(q, k, v, block_size):
+    scale = q.shape[-1] ** -0.5
+    m = torch.full(q.shape[:-1] + (1,), float("-inf"))
+    l = torch.zeros(q.shape[:-1] + (1,))
+    o = torch.zeros(q.shape[:-1] + (v.shape[-1],))
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) * scale
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        p = torch.exp(s - m_new)
+        l = l * torch.exp(m - m_new) + p.sum(dim=-1, keepdim=True)
+        o = o * torch.exp(m - m_new) + p @ v[..., start:start + block_size, :]
+        m = m_new
+    return o / l
+'''),
+]
