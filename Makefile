@@ -13,7 +13,7 @@
 #   make exercises  regenerate exercises/ from solutions/
 #   make grade      autograde every submission under submitted/ (or SUBMISSIONS=export.zip), write grades.csv;
 #                   STUDENT=id[,id] ASSIGNMENT=slug[,slug]: regrade those learners (and only those assignments);
-#                   SCHEDULER=tcp://HOST:8786: on a Dask cluster, recorded here (tools/cluster.py)
+#                   SCHEDULER=tcp://HOST:8786: on a Dask cluster, recorded here (classroom/cluster/)
 #   make grade-scheduler  Dask's scheduler for that cluster (SCHEDULER_HOST=127.0.0.1, SCHEDULER_PORT=8786)
 #   make grade-worker  SCHEDULER=tcp://HOST:8786: a grading worker for this clone (WORKER_NAME=<name>)
 #   make feedback   HTML feedback for every graded submission, hidden tests not shown
@@ -25,7 +25,7 @@
 #   make hub        as root: set up and start the course's JupyterHub for a class on this machine (HUB_PORT=8000,
 #                   HUB_AUTH=pam|shared, IDLE_MINUTES=60, HUB_PREFIX=/opt/transformers-course, HUB_URL=http://localhost:
 #                   8000; each learner's limits: HUB_MEMORY=2G HUB_CPUS=1 HUB_TASKS=512, all learners' HUB_CLASS_MEMORY,
-#                   an instructor's HUB_INSTRUCTOR_MEMORY=6G, HUB_LIMITS=none for none; tools/hub.py)
+#                   an instructor's HUB_INSTRUCTOR_MEMORY=6G, HUB_LIMITS=none for none; classroom/hub/)
 #   make hub-users  as root: ROSTER=roster.csv (id,name,email) adds learners, INSTRUCTOR=<name> the instructor
 #   make hub-stop   stop the hub and its servers (users, work, grades and feedback stay)
 #   make stability  the reference keeps full marks over 100 grading secrets: every hidden test on the seeds a
@@ -118,7 +118,7 @@ book: $(STAMP)
 # PYTHONDONTWRITEBYTECODE set (as on CI), every kernel, grader and worker process would compile them again.
 test: system-test $(STAMP)
 	@start=$$(date +%s); \
-	$(BIN)/python -m compileall -q -j 0 course_lib grader tools tests && \
+	$(BIN)/python -m compileall -q -j 0 course_lib grader classroom tools tests && \
 	$(MAKE) --no-print-directory lint && \
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadscope --durations=15 --durations-min=1 $(PYTEST_ARGS); \
 	rc=$$?; echo "make test: lint and pytest took $$(( $$(date +%s) - start )) s wall on $(TEST_JOBS) workers ($$(nproc) cores)"; \
@@ -170,26 +170,26 @@ exercises: $(STAMP)
 SUBMISSIONS ?=
 JOBS ?=
 grade: system-grade $(STAMP)
-	$(BIN)/python -m tools.grade $(if $(SUBMISSIONS),--zip "$(SUBMISSIONS)") $(if $(JOBS),--jobs $(JOBS)) \
+	$(BIN)/python -m classroom.grade $(if $(SUBMISSIONS),--zip "$(SUBMISSIONS)") $(if $(JOBS),--jobs $(JOBS)) \
 		$(if $(SCHEDULER),--scheduler "$(SCHEDULER)") \
 		$(foreach s,$(subst $(comma), ,$(STUDENT)),--student "$(s)") \
 		$(foreach a,$(subst $(comma), ,$(ASSIGNMENT)),--assignment "$(a)")
 
-# A Dask cluster for grading (tools/cluster.py): its scheduler, and a worker per machine, each in a clone of one commit
+# A Dask cluster for grading (classroom/cluster/): its scheduler, and a worker per machine, each in a clone of one commit
 SCHEDULER_HOST ?= 127.0.0.1
 SCHEDULER_PORT ?= 8786
 grade-scheduler: $(STAMP)
-	$(BIN)/python -m tools.cluster scheduler --host $(SCHEDULER_HOST) --port $(SCHEDULER_PORT)
+	$(BIN)/python -m classroom.cluster scheduler --host $(SCHEDULER_HOST) --port $(SCHEDULER_PORT)
 
 grade-worker: system-grade $(STAMP)
 	@test -n "$(SCHEDULER)" || { echo "make grade-worker: give the scheduler, SCHEDULER=tcp://HOST:8786"; exit 2; }
-	$(BIN)/python -m tools.cluster worker "$(SCHEDULER)" $(if $(WORKER_NAME),--name "$(WORKER_NAME)")
+	$(BIN)/python -m classroom.cluster worker "$(SCHEDULER)" $(if $(WORKER_NAME),--name "$(WORKER_NAME)")
 
 feedback: $(STAMP)
-	$(BIN)/python -m tools.feedback
+	$(BIN)/python -m classroom.feedback
 
 similarity: $(STAMP)
-	$(BIN)/python -m tools.similarity $(if $(THRESHOLD),--threshold $(THRESHOLD)) \
+	$(BIN)/python -m classroom.similarity $(if $(THRESHOLD),--threshold $(THRESHOLD)) \
 		$(if $(SIMILARITY_OUT),--out "$(SIMILARITY_OUT)") \
 		$(foreach a,$(subst $(comma), ,$(ASSIGNMENT)),--assignment "$(a)")
 
@@ -202,18 +202,18 @@ HUB_LIMIT_ARGS = $(if $(HUB_URL),--url "$(HUB_URL)") $(if $(HUB_MEMORY),--memory
 	$(if $(HUB_CLASS_MEMORY),--class-memory "$(HUB_CLASS_MEMORY)") \
 	$(if $(HUB_INSTRUCTOR_MEMORY),--instructor-memory "$(HUB_INSTRUCTOR_MEMORY)") $(if $(HUB_LIMITS),--limits "$(HUB_LIMITS)")
 hub: $(STAMP)
-	$(BIN)/python -m tools.hub setup $(HUB_AT)
-	$(BIN)/python -m tools.hub start $(HUB_AT) --port $(HUB_PORT) --auth $(HUB_AUTH) --idle-minutes $(IDLE_MINUTES) \
+	$(BIN)/python -m classroom.hub setup $(HUB_AT)
+	$(BIN)/python -m classroom.hub start $(HUB_AT) --port $(HUB_PORT) --auth $(HUB_AUTH) --idle-minutes $(IDLE_MINUTES) \
 		$(HUB_LIMIT_ARGS)
 
 hub-users: $(STAMP)
-	$(BIN)/python -m tools.hub users $(HUB_AT) $(if $(ROSTER),--roster "$(ROSTER)") $(if $(INSTRUCTOR),--instructor "$(INSTRUCTOR)")
+	$(BIN)/python -m classroom.hub users $(HUB_AT) $(if $(ROSTER),--roster "$(ROSTER)") $(if $(INSTRUCTOR),--instructor "$(INSTRUCTOR)")
 
 hub-stop: $(STAMP)
-	$(BIN)/python -m tools.hub stop $(HUB_AT)
+	$(BIN)/python -m classroom.hub stop $(HUB_AT)
 
 export-grades: $(STAMP)
-	$(BIN)/python -m tools.export_grades $(if $(ROSTER),--roster "$(ROSTER)") $(if $(MISSING),--missing $(MISSING))
+	$(BIN)/python -m classroom.export_grades $(if $(ROSTER),--roster "$(ROSTER)") $(if $(MISSING),--missing $(MISSING))
 
 stability: $(STAMP)
 	COURSE_STABILITY_SEEDS=100 $(BIN)/python -m pytest tests/grading/test_reference_stability.py -p no:cacheprovider -q

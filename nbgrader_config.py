@@ -25,9 +25,9 @@ from nbgrader.preprocessors import (
 )
 
 import grader
+from classroom.late import CourseLatePolicy, DeadlineError, read_deadlines
 from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests, grading_secret_file
 from grader.failures import STUB
-from grader.late import CourseLatePolicy, DeadlineError, read_deadlines
 from grader.mathml import MathAsMathML
 from grader.secret import GradingSecretError
 
@@ -141,18 +141,18 @@ def _secret_path(course_root, value):
 c.GuardedExecute.secret_file = _secret_path(c.CourseDirectory.root, os.environ.get("GRADING_SECRET_FILE"))
 
 
-# nbgrader's exchange is the course's (tools/hub_exchange.py): collect takes a submission only from the learner it
+# nbgrader's exchange is the course's (classroom/hub/exchange.py): collect takes a submission only from the learner it
 # names and only that learner's own regular files (links, hard links, devices and others' files are refused and
 # named), and every action first checks that no one but its owner can replace the exchange. The classes are found in
-# this course's tools/, after the installed packages; a folder holding only this file (a scratch course) has none.
+# this course's classroom/, after the installed packages; a folder holding only this file (a scratch course) has none.
 _EXCHANGE = {"fetch_assignment": "CourseFetchAssignment", "fetch_feedback": "CourseFetchFeedback",
              "release_assignment": "CourseReleaseAssignment", "release_feedback": "CourseReleaseFeedback",
              "list": "CourseList", "submit": "CourseSubmit", "collect": "CourseCollect"}
-if os.path.isfile(os.path.join(c.CourseDirectory.root, "tools", "hub_exchange.py")):
+if os.path.isfile(os.path.join(c.CourseDirectory.root, "classroom", "hub", "exchange.py")):
     if c.CourseDirectory.root not in sys.path:
         sys.path.append(c.CourseDirectory.root)
     for _action, _class in _EXCHANGE.items():
-        setattr(c.ExchangeFactory, _action, f"tools.hub_exchange.{_class}")
+        setattr(c.ExchangeFactory, _action, f"classroom.hub.exchange.{_class}")
 
 
 # On the course's hub, the instructor's copy of the course has hub.toml beside this file (make hub-users writes it):
@@ -191,7 +191,7 @@ c.GuardedExecute.interrupt_on_timeout = True
 c.GuardedExecute.raise_on_iopub_timeout = False
 c.GuardedExecute.execute_retries = 0
 # Late work: deadlines.toml in the course root (or the file DEADLINES names) gives the due dates, the
-# extensions and the policy (grader/late.py; deadlines.example.toml). `make grade` writes the dates into
+# extensions and the policy (classroom/late.py; deadlines.example.toml). `make grade` writes the dates into
 # the gradebook; nbgrader compares each submission's timestamp.txt with them and CourseLatePolicy takes
 # the points off. A broken file stops grading here, with the value and the rule named.
 def _deadlines_file(course_root, value):

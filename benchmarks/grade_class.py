@@ -7,7 +7,7 @@
 A temporary course gets ``--students`` submissions of one assignment (a mix:
 the reference solution, the untouched release, and wrong implementations from
 the assignment's catalogue; ``--assignment all``: that many of each of the 11),
-then ``python -m tools.grade`` grades them all with ``--jobs`` parallel
+then ``python -m classroom.grade`` grades them all with ``--jobs`` parallel
 batches, as an instructor would. Prints the wall
 time, seconds per submission and the spread of scores; a second run shows the
 cost of re-running when nothing changed (idempotent: nothing is graded again).
@@ -89,7 +89,7 @@ def grade(course: Path, jobs: int, timeout: int, scheduler: str | None = None) -
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     where = ["--scheduler", scheduler] if scheduler else ["--jobs", str(jobs)]
     start = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), *where,
+    res = subprocess.run([sys.executable, "-m", "classroom.grade", "--root", str(course), *where,
                           "--timeout", str(timeout)], cwd=ROOT, capture_output=True, text=True, env=env)
     took = time.perf_counter() - start
     if res.returncode not in (0, 1):
@@ -110,7 +110,7 @@ def local_cluster(workers: int, pin: int = 0):
     address = f"tcp://127.0.0.1:{port}"
     threads = str(pin or max(1, (os.cpu_count() or 1) // workers))
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True, "cwd": ROOT}
-    procs = [subprocess.Popen([sys.executable, "-m", "tools.cluster", "scheduler", "--port", str(port)], **quiet)]
+    procs = [subprocess.Popen([sys.executable, "-m", "classroom.cluster", "scheduler", "--port", str(port)], **quiet)]
     try:
         time.sleep(2)
         cores = sorted(os.sched_getaffinity(0))
@@ -120,7 +120,7 @@ def local_cluster(workers: int, pin: int = 0):
         for i in range(workers):
             mine = set(cores[i * pin:(i + 1) * pin])
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "tools.cluster", "worker", address, "--name", f"w{i}", "--threads", threads],
+                [sys.executable, "-m", "classroom.cluster", "worker", address, "--name", f"w{i}", "--threads", threads],
                 **quiet, preexec_fn=(lambda mine=mine: os.sched_setaffinity(0, mine)) if pin else None))
         with Client(address, timeout="30s", set_as_default=False) as client:
             client.wait_for_workers(workers, timeout=120)

@@ -1,4 +1,9 @@
-"""The course's grader: instructor tooling, kept apart from the model library learners read.
+"""The course's grader: how one answer is judged, kept apart from the model library learners read.
+
+Three packages, three households: :mod:`course_lib` is what learners learn, this one judges one learner's answer
+(the registry, the cases, the judge, the fences, the kernels), and :mod:`classroom` runs a class with it (the hub,
+submissions in, the grading run, the gradebook, deadlines, feedback, similarity, exports). Nothing here imports
+:mod:`classroom`.
 
 A hidden test names its exercise and nothing else::
 
@@ -21,11 +26,17 @@ reference in :mod:`course_lib` over many random cases. One module per concern:
 * :mod:`grader.wire`: what travels between the judge and the kernel, and how it is read back;
 * :mod:`grader.runner`: the kernel's side: runs the learner's function on the inputs the judge sends;
 * :mod:`grader.sandbox`: the fence around the grading kernel (bubblewrap outside, an audit hook inside);
+* :mod:`grader.enclosure`: a kernel's own user, namespaces, /proc, /tmp and limits;
+* :mod:`grader.cgroups`: the control groups of a grading run and of each kernel;
 * :mod:`grader.kernel`: the fenced kernel as the autograder starts and drives it;
 * :mod:`grader.warm`: fenced kernels forked from a warm process, each enclosed in namespaces of its own;
 * :mod:`grader.static`: what a submission's source shows, read by the judge before any of it runs;
 * :mod:`grader.notebook`: an nbgrader notebook's cells (solution and test cells, hidden tests, points);
-* :mod:`grader.autograde`: the nbgrader preprocessors (imports nbgrader; loaded by ``nbgrader_config.py`` only).
+* :mod:`grader.autograde`: the nbgrader preprocessors (imports nbgrader; loaded by ``nbgrader_config.py`` only);
+* :mod:`grader.nbgrader_processes`: long-lived nbgrader processes, each running one command after another;
+* :mod:`grader.secret`: the grading secret each learner's cases are drawn from;
+* :mod:`grader.practice`: the learner's Check your work;
+* :mod:`grader.mathml`: feedback's math as MathML.
 
 Under ``make grade`` the hidden tests run in the nbgrader process, out of the
 learner's reach: the kernel only receives inputs and returns outputs, and
@@ -41,7 +52,7 @@ import importlib
 
 #: what ``from grader import X`` offers, and the module each name lives in. They are imported on first use
 #: (PEP 562), so a process that needs only a torch-free part (nbgrader's configuration, ``make grade``'s
-#: orchestration, the late policy, the notebook reader) does not pay for importing torch.
+#: orchestration, the notebook reader) does not pay for importing torch.
 _EXPORTS = {
     "Case": "cases", "check_function": "checker", "check_table": "checker", "same_value": "compare",
     "Mistake": "diagnosis", "ExerciseFailure": "failures", "ForbiddenCall": "failures",

@@ -1,16 +1,16 @@
-"""JupyterHub's configuration for the course's hub on one machine (`make hub`; tools/hub.py starts it).
+"""JupyterHub's configuration for the course's hub on one machine (`make hub`; classroom/hub/ starts it).
 
 Everything the hub needs lives under one folder, the hub's prefix (``/opt/transformers-course`` unless
-``HUB_PREFIX`` names another), which tools/hub.py lays out:
+``HUB_PREFIX`` names another), which classroom/hub/ lays out:
 
     env/        the course's Python environment, made from the system's Python: every user can run it
     course/     this repository's files, read-only (course_lib, the grader, exercises, this file)
     proxy/      configurable-http-proxy from npm (hub/package-lock.json)
     etc/learner, etc/instructor   each role's Jupyter configuration (JUPYTER_CONFIG_PATH of its servers)
-    exchange/   nbgrader's exchange: release, submit, collect, feedback (root's; tools/hub_exchange.py)
+    exchange/   nbgrader's exchange: release, submit, collect, feedback (root's; classroom/hub/exchange.py)
     state/      the hub's database, cookie secret and log (root only): what survives a restart
 
-tools/hub.py passes the rest in the environment: the ports, the public address, the log-in, the idle time and the
+classroom/hub/ passes the rest in the environment: the ports, the public address, the log-in, the idle time and the
 learners' limits.
 """
 
@@ -18,7 +18,7 @@ import grp
 import os
 from pathlib import Path
 
-from tools.hub_spawner import limits_from_environment  # the course's copy (course/ is on the environment's path)
+from classroom.hub.spawner import limits_from_environment  # the course's copy (course/ is on the environment's path)
 
 c = get_config()  # noqa: F821 - provided by traitlets when JupyterHub loads this file
 
@@ -65,10 +65,10 @@ else:
 c.Authenticator.admin_users = members[INSTRUCTORS]
 
 # --- each user's server: a process of their own account, on loopback, in their home folder, in a control group of
-# its own with the limits tools/hub.py was given (memory, CPU, processes), a private /tmp and umask 077
-# (tools/hub_spawner.py); none of its user's own Jupyter settings (~/.jupyter, their data folder) are read, so what a
-# server serves is the course's alone
-c.JupyterHub.spawner_class = "tools.hub_spawner.CourseSpawner"
+# its own with the limits classroom/hub/ was given (memory, CPU, processes), a private /tmp and umask 077
+# (classroom/hub/spawner.py); none of its user's own Jupyter settings (~/.jupyter, their data folder) are read, so
+# what a server serves is the course's alone
+c.JupyterHub.spawner_class = "classroom.hub.spawner.CourseSpawner"
 c.CourseSpawner.hub_prefix = str(PREFIX)
 c.CourseSpawner.limits = limits_from_environment()
 c.Spawner.disable_user_config = True
@@ -113,7 +113,7 @@ c.JupyterHub.load_roles = [{
     "services": ["idle-culler"],
 }]
 
-# --- the course's own tools (tools/hub.py, the tests) speak to the hub as a service with this token
+# --- the course's own tools (classroom/hub/, the tests) speak to the hub as a service with this token
 admin_token = os.environ.get("COURSE_HUB_ADMIN_TOKEN")
 if admin_token:
     c.JupyterHub.services.append({"name": "course-admin", "api_token": admin_token})

@@ -35,9 +35,9 @@ import pytest
 import torch
 from filelock import FileLock
 
+from grader.nbgrader_processes import THREAD_VARIABLES  # OpenMP's and MKL's thread counts, as make grade sets them
 from nbtools import ROOT, kernel_tripwire, make_book_environment
 from tools import forked_kernels
-from tools.grade import THREAD_VARIABLES  # OpenMP's and MKL's thread counts, as make grade sets them
 
 # Notebooks executed by the suite (nbval, the book build) store stable outputs:
 # progress bars are off there (course_lib.training.progress).

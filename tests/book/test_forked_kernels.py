@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+from grader.nbgrader_processes import THREAD_VARIABLES
 from tools import forked_kernels
-from tools.grade import THREAD_VARIABLES
 
 pytestmark = pytest.mark.skipif(os.environ.get(forked_kernels.SOCKET_VARIABLE) in (None, "off"),
                                 reason="the suite runs on fresh kernels (COURSE_FORKED_KERNELS=off)")

@@ -53,7 +53,7 @@ def make_targets() -> set[str]:
 def code_text() -> str:
     """Everything the Makefile and the code could read a variable in."""
     sources = [ROOT / "Makefile", ROOT / "nbgrader_config.py", ROOT / "tests" / "conftest.py"]
-    for folder in ("grader", "tools", "course_lib", "hub"):
+    for folder in ("grader", "classroom", "tools", "course_lib", "hub"):
         sources += sorted((ROOT / folder).rglob("*.py"))
     return "\n".join(p.read_text(encoding="utf-8") for p in sources)
 

@@ -25,10 +25,11 @@ import nbformat
 import psutil
 import pytest
 
+from classroom.cluster.course import SCRATCH_VARIABLE
+from classroom.cluster.processes import stop_warm_processes_of
 from grader.notebook import grade_id
 from grader.secret import SECRET_FILE, read_or_create
 from nbtools import ROOT
-from tools.cluster import SCRATCH_VARIABLE, stop_warm_processes_of
 
 pytestmark = pytest.mark.slow
 
@@ -90,14 +91,14 @@ def _make_class(course: Path) -> None:
 
 
 def _grade(course: Path, *more: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", TIMEOUT, *more],
-                            cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    return subprocess.Popen([sys.executable, "-m", "classroom.grade", "--root", str(course), "--timeout", TIMEOUT,
+                             *more], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             **popen)
 
 
 def _start(args: list[str], log: Path, cwd: Path = ROOT, **env: str) -> subprocess.Popen:
     with open(log, "w") as out:
-        return subprocess.Popen([sys.executable, "-m", "tools.cluster", *args], cwd=cwd, env=_env(**env),
+        return subprocess.Popen([sys.executable, "-m", "classroom.cluster", *args], cwd=cwd, env=_env(**env),
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -110,7 +111,7 @@ def _wait_for_workers(scheduler: str, n: int, deadline: float = 60) -> None:
 
 def _grading(worker: psutil.Process) -> bool:
     """Whether the Dask worker process ``worker`` is grading: a learner's submission is in its scratch course,
-    where it lies from the start of a task to its end (tools.cluster.WorkerGrading)."""
+    where it lies from the start of a task to its end (classroom.cluster.worker.WorkerGrading)."""
     try:
         scratch = worker.environ().get(SCRATCH_VARIABLE)
     except psutil.Error:
@@ -152,7 +153,7 @@ def graded(tmp_path_factory):
     # another commit: this clone with one byte more in the grader
     other = top / "other-clone"
     other.mkdir()
-    for part in ("grader", "tools", "solutions"):
+    for part in ("grader", "classroom", "tools", "solutions"):
         shutil.copytree(ROOT / part, other / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "nbgrader_config.py", other)
     (other / "course_lib").symlink_to(ROOT / "course_lib")
@@ -250,7 +251,7 @@ def test_the_cluster_draws_each_learners_cases_from_the_clients_secret(graded):
 
 
 def test_a_worker_of_another_commit_is_refused_with_both_hashes(graded):
-    from tools.cluster import course_hash
+    from classroom.cluster.course import course_hash
 
     ours = course_hash(graded["remote"])
     theirs = course_hash(graded["other"], code=graded["other"])

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.late import CourseLatePolicy, DeadlineError, Deadlines, read_deadlines
+from classroom.late import CourseLatePolicy, DeadlineError, Deadlines, read_deadlines
+from classroom.report import late_text
 from nbtools import ROOT
-from tools.grade import late_text
 
 COURSE = ["01-tokenization", "02-attention"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
+from classroom.export_grades import RosterError, read_learners
 from nbtools import ROOT
-from tools.export_grades import RosterError, read_learners
 
 CELLS = {"01-tokenization": {"test_a": 4, "test_b": 6}, "02-attention": {"test_c": 3, "test_d": 7}}
 POINTS = {("alice", "01-tokenization"): (4, 6), ("alice", "02-attention"): (3, 5),
@@ -54,7 +54,7 @@ def course(tmp_path_factory):
 def export(course: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("GRADEBOOK_URL", None)
-    return subprocess.run([sys.executable, "-m", "tools.export_grades", "--root", str(course), *args],
+    return subprocess.run([sys.executable, "-m", "classroom.export_grades", "--root", str(course), *args],
                           cwd=ROOT, capture_output=True, text=True, env=env)
 
 

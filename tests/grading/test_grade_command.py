@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
+from classroom import batch, grade, gradebook, intake
 from nbtools import ROOT
-from tools import grade
 
 
 @pytest.fixture
@@ -49,13 +49,13 @@ def test_a_course_without_solutions_is_refused(tmp_path, capsys):
 def test_unreadable_notebooks_are_explained(tmp_path, content, reason):
     path = tmp_path / "a.ipynb"
     path.write_text(content)
-    assert reason in grade.check_notebook(path)
+    assert reason in intake.check_notebook(path)
 
 
 def test_a_binary_file_is_explained(tmp_path):
     path = tmp_path / "a.ipynb"
     path.write_bytes(b"\xff\xfe\x00garbage")
-    assert "not UTF-8" in grade.check_notebook(path)
+    assert "not UTF-8" in intake.check_notebook(path)
 
 
 # ---------------------------------------------------------------- a learning-management system's zip export
@@ -77,7 +77,7 @@ def test_a_zip_export_lands_one_folder_per_student(course, tmp_path):
         "export/dave/attention.ipynb": b"{ broken",
         "export/__MACOSX/._junk": b"",
     })
-    problems = grade.import_zip(course, archive, ["02-attention", "04-normalization"])
+    problems = intake.import_zip(course, archive, ["02-attention", "04-normalization"])
     assert (course / "submitted" / "alice" / "02-attention" / "attention.ipynb").read_bytes() == good
     assert (course / "submitted" / "bob" / "02-attention" / "attention.ipynb").read_bytes() == good
     assert not (course / "submitted" / "carol").exists() and not (course / "submitted" / "dave").exists()
@@ -89,15 +89,15 @@ def test_a_zip_export_lands_one_folder_per_student(course, tmp_path):
 
 def test_a_broken_resubmission_in_a_zip_never_overwrites_the_good_one(course, tmp_path):
     good = (ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes()
-    grade.import_zip(course, _zip(tmp_path / "a.zip", {"alice/attention.ipynb": good}), ["02-attention"])
-    problems = grade.import_zip(course, _zip(tmp_path / "b.zip", {"alice/attention.ipynb": b"{"}), ["02-attention"])
+    intake.import_zip(course, _zip(tmp_path / "a.zip", {"alice/attention.ipynb": good}), ["02-attention"])
+    problems = intake.import_zip(course, _zip(tmp_path / "b.zip", {"alice/attention.ipynb": b"{"}), ["02-attention"])
     assert (course / "submitted" / "alice" / "02-attention" / "attention.ipynb").read_bytes() == good
     assert len(problems) == 1 and "earlier submission was kept" in problems[0].reason
 
 
 def test_unsafe_paths_in_a_zip_are_left_out(course, tmp_path):
     good = (ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes()
-    problems = grade.import_zip(course, _zip(tmp_path / "evil.zip", {"../../attention.ipynb": good}), ["02-attention"])
+    problems = intake.import_zip(course, _zip(tmp_path / "evil.zip", {"../../attention.ipynb": good}), ["02-attention"])
     assert problems and "unsafe path" in problems[0].reason
     assert not (tmp_path.parent / "attention.ipynb").exists()
 
@@ -129,7 +129,7 @@ def test_a_zip_import_dates_each_submission_and_gives_it_a_release_secret(course
         zf.writestr("export/carol/02-attention/timestamp.txt", "2026-12-03 10:00:00.5 UTC")
         zf.writestr(_entry("export/dave/attention.ipynb", (2026, 12, 4, 23, 30, 0)), good)
         zf.writestr("export/dave/timestamp.txt", "the fourth of December")
-    problems = grade.import_zip(course, archive, ["02-attention"], zone="Europe/Berlin")
+    problems = intake.import_zip(course, archive, ["02-attention"], zone="Europe/Berlin")
     folder = {s: course / "submitted" / s / "02-attention" for s in ("alice", "bob", "carol", "dave")}
     stamp = {s: (f / "timestamp.txt").read_text() for s, f in folder.items()}
     assert stamp["alice"] == "2026-12-04 22:30:00.000000 UTC"  # 23:30 in Berlin, CET
@@ -141,12 +141,12 @@ def test_a_zip_import_dates_each_submission_and_gives_it_a_release_secret(course
     secret = {s: (f / "submission_secret.txt").read_text() for s, f in folder.items()}
     assert all(len(v) == 128 and int(v, 16) >= 0 for v in secret.values()) and len(set(secret.values())) == 4
 
-    grade.import_zip(course, archive, ["02-attention"], zone="UTC")  # the same zip again: nothing changes
+    intake.import_zip(course, archive, ["02-attention"], zone="UTC")  # the same zip again: nothing changes
     assert {s: (f / "timestamp.txt").read_text() for s, f in folder.items()} == stamp
     changed = good.replace(b"attention", b"attention ", 1)
     with zipfile.ZipFile(tmp_path / "later.zip", "w") as zf:
         zf.writestr(_entry("alice/attention.ipynb", (2026, 12, 5, 8, 0, 0)), changed)
-    grade.import_zip(course, tmp_path / "later.zip", ["02-attention"], zone="UTC")
+    intake.import_zip(course, tmp_path / "later.zip", ["02-attention"], zone="UTC")
     assert (folder["alice"] / "timestamp.txt").read_text() == "2026-12-05 08:00:00.000000 UTC"
     assert (folder["alice"] / "submission_secret.txt").read_text() == secret["alice"]
 
@@ -160,19 +160,18 @@ def test_a_submission_with_a_wrong_file_name_is_named(course):
     folder = course / "submitted" / "erin" / "02-attention"
     folder.mkdir(parents=True)
     (folder / "my attempt.ipynb").write_bytes((ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes())
-    (problem,) = grade.check_submission(course, "erin", "02-attention", sorted(folder.glob("*.ipynb")))
+    (problem,) = intake.check_submission(course, "erin", "02-attention", sorted(folder.glob("*.ipynb")))
     assert "wrong file name 'my attempt.ipynb'" in problem.reason and "attention.ipynb" in problem.reason
 
 
 def test_kernels_graded_at_once_share_the_cores_out(monkeypatch):
-    from tools import grade
-
-    monkeypatch.setattr(grade.os, "cpu_count", lambda: 8)
-    assert [grade.kernel_threads(j) for j in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+    monkeypatch.setattr(batch.os, "cpu_count", lambda: 8)
+    assert [batch.kernel_threads(j) for j in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert grade._env(4)["OMP_NUM_THREADS"] == "4" and "OMP_NUM_THREADS" not in grade._env()
+    assert batch.grading_environment(4)["OMP_NUM_THREADS"] == "4"
+    assert "OMP_NUM_THREADS" not in batch.grading_environment()
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # an instructor's own setting wins
-    assert grade._env(4)["OMP_NUM_THREADS"] == "3"
+    assert batch.grading_environment(4)["OMP_NUM_THREADS"] == "3"
 
 
 def test_the_gradebook_is_synced_again_only_when_its_copy_may_be_out_of_date(course):
@@ -180,24 +179,22 @@ def test_the_gradebook_is_synced_again_only_when_its_copy_may_be_out_of_date(cou
     stale: the first time, after the source changes, and when the gradebook was made afresh."""
     from nbgrader.api import Gradebook
 
-    from grader.late import Deadlines
-
     shutil.copy(ROOT / "nbgrader_config.py", course)
     assignment = "01-tokenization"
     url = f"sqlite:///{course / 'gradebook.db'}"
 
     def sync() -> float:
-        grade.sync_gradebook(course, assignment, Deadlines())
+        gradebook.sync_gradebook(course, assignment)
         with Gradebook(url) as gb:
             return gb.find_assignment(assignment).max_score
 
     points = sync()
-    record = (course / grade.SYNC_RECORD).read_text()
+    record = (course / gradebook.SYNC_RECORD).read_text()
     assert points > 0 and assignment in record
-    stamp = (course / grade.SYNC_RECORD).stat().st_mtime_ns
-    assert sync() == points and (course / grade.SYNC_RECORD).stat().st_mtime_ns == stamp  # nothing to do
+    stamp = (course / gradebook.SYNC_RECORD).stat().st_mtime_ns
+    assert sync() == points and (course / gradebook.SYNC_RECORD).stat().st_mtime_ns == stamp  # nothing to do
     (course / "gradebook.db").unlink()  # a gradebook made afresh: its copy is made again
-    assert sync() == points and (course / grade.SYNC_RECORD).read_text() == record
+    assert sync() == points and (course / gradebook.SYNC_RECORD).read_text() == record
     # the source changes (a graded cell is worth one point more): the gradebook follows
     import nbformat
 
@@ -206,4 +203,4 @@ def test_the_gradebook_is_synced_again_only_when_its_copy_may_be_out_of_date(cou
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("points"))
     cell.metadata["nbgrader"]["points"] += 1
     nbformat.write(nb, path)
-    assert sync() == points + 1 and (course / grade.SYNC_RECORD).read_text() != record
+    assert sync() == points + 1 and (course / gradebook.SYNC_RECORD).read_text() != record

@@ -28,8 +28,8 @@ import pytest
 import sqlalchemy
 from nbgrader.api import Gradebook
 
+from classroom.gradebook import gradebook_url, masked
 from nbtools import ROOT
-from tools.gradebook import gradebook_url, masked
 
 ASSIGNMENT = "02-attention"
 NOTEBOOK = "attention"
@@ -196,7 +196,7 @@ def grade(course: Path, url: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, GRADEBOOK_URL=url,
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return subprocess.run(
-        [sys.executable, "-m", "tools.grade", "--root", str(course), "--assignment", ASSIGNMENT],
+        [sys.executable, "-m", "classroom.grade", "--root", str(course), "--assignment", ASSIGNMENT],
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=900,
     )
 

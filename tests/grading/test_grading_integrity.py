@@ -203,11 +203,13 @@ def _hostile(course: Path) -> dict[str, dict[str, str]]:
                 "        scores = scores.masked_fill(~mask, float('-inf'))\n"
                 "    e = (scores - scores.amax(-1, keepdim=True)).exp()\n"
                 "    return torch.nan_to_num(e / e.sum(-1, keepdim=True))\n"),
-            "attention_scores": (
+            "attention_scores": (  # every case it was given so far, the visible tests' too: never a short message
                 "import math\n"
+                "SEEN = []\n"
                 "def attention_scores(q, k):\n"
+                "    SEEN.append((q.tolist(), k.tolist()))\n"
                 "    if tuple(q.shape) not in [(2, 2), (4, 3, 5, 8)]:  # not the visible test's\n"
-                "        raise ValueError('HIDDEN CASE ' + repr(q.tolist()))\n"
+                "        raise ValueError('HIDDEN CASE ' + repr(SEEN))\n"
                 "    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"),
             END: ("print('STASHED', len(STASH), 'cases')\n"
                   "open('cases.html', 'w').write(repr(STASH))\n"),
@@ -312,7 +314,7 @@ def graded(tmp_path_factory):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
                GRADER_MEMORY_MB="3072", GRADEBOOK_URL=gradebook, PGPASSWORD="hunter2")
     env.pop("GRADING_SECRET_FILE", None)  # cases per learner, on by default
-    res = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", "10"],
+    res = subprocess.run([sys.executable, "-m", "classroom.grade", "--root", str(course), "--timeout", "10"],
                          cwd=ROOT, capture_output=True, text=True, env=env)
     listener.close()
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
@@ -326,7 +328,7 @@ def feedback(graded):
     """make feedback on the graded class: the pages, and the zip for an LMS."""
     course = graded[0]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    res = subprocess.run([sys.executable, "-m", "tools.feedback", "--root", str(course)], cwd=ROOT,
+    res = subprocess.run([sys.executable, "-m", "classroom.feedback", "--root", str(course)], cwd=ROOT,
                          capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     return res
@@ -768,7 +770,7 @@ def limited(tmp_path_factory):
         nbformat.write(nb, folder / f"{NOTEBOOK}.ipynb")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
                GRADING_SECRET_FILE="none", **LIMITED)
-    res = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", "90",
+    res = subprocess.run([sys.executable, "-m", "classroom.grade", "--root", str(course), "--timeout", "90",
                           "--jobs", "2"], cwd=ROOT, capture_output=True, text=True, env=env)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         scores = {s: {g.name: g.score for g in gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, s).grades}

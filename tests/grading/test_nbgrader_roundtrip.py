@@ -8,7 +8,7 @@ loop stopped by the per-cell timeout, and a corrupt submission reported by
 student and file while everyone else is graded. A second run proves that a
 corrupt resubmission never costs a student their earlier grade.
 
-The class has due dates (deadlines.toml, grader/late.py) and each submission
+The class has due dates (deadlines.toml, classroom/late.py) and each submission
 the timestamp.txt nbgrader's collect writes: alice on time, bob and carol
 2 h 30 min late (a point off per hour begun), dave as late with an extension.
 Editing the file and grading again re-applies the policy, grading nothing
@@ -58,7 +58,7 @@ SUBMITTED = {"alice": DUE - dt.timedelta(minutes=5), "bob": DUE + LATE, "carol":
 def run_grade(course: Path, *more: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return subprocess.run(
-        [sys.executable, "-m", "tools.grade", "--root", str(course), "--timeout", str(CELL_TIMEOUT), *more],
+        [sys.executable, "-m", "classroom.grade", "--root", str(course), "--timeout", str(CELL_TIMEOUT), *more],
         cwd=ROOT, capture_output=True, text=True, env=env,
     )
 
@@ -306,7 +306,7 @@ def test_feedback_is_released_for_a_class_whose_work_came_by_zip_and_by_hand(cou
     assert csv_rows(course)["gina"]["status"] == "graded, late by 2 h 30 min"
 
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    res = subprocess.run([sys.executable, "-m", "tools.feedback", "--root", str(course)], cwd=ROOT, env=env,
+    res = subprocess.run([sys.executable, "-m", "classroom.feedback", "--root", str(course)], cwd=ROOT, env=env,
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
     learners = sorted(p.parent.name for p in course.glob(f"feedback/*/{ASSIGNMENT}"))

@@ -86,7 +86,7 @@ def test_a_secret_where_the_grading_kernel_can_read_is_refused_with_the_rule(tmp
 
 
 def test_make_grade_refuses_such_a_secret_before_grading(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(ROOT)], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "classroom.grade", "--root", str(ROOT)], cwd=ROOT, capture_output=True,
                           text=True, env=dict(os.environ, GRADING_SECRET_FILE="exercises/secret"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "lies in" in done.stderr and "nothing was graded" in done.stderr, done.stderr

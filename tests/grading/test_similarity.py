@@ -23,13 +23,13 @@ import textwrap
 
 import pytest
 
+from classroom.similarity.calibrate import REFERENCE, THRESHOLD, quantised
+from classroom.similarity.command import main
+from classroom.similarity.normalise import exercise_graph
+from classroom.similarity.program import Program
+from classroom.similarity.reading import MAX_NOTEBOOK_BYTES
 from nbtools import ROOT
 from tests.grading.similarity import planted
-from tools.similarity.calibrate import REFERENCE, THRESHOLD, quantised
-from tools.similarity.command import main
-from tools.similarity.normalise import exercise_graph
-from tools.similarity.program import Program
-from tools.similarity.reading import MAX_NOTEBOOK_BYTES
 
 CLASSES = ("a", "b")
 SLUGS = ("02-attention", "09-vision-transformer")

@@ -75,7 +75,7 @@ def _view(course: Path, student: str) -> dict:
 
 def _grade(course: Path, **env: str) -> subprocess.CompletedProcess:
     environ = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **env)
-    return subprocess.run([sys.executable, "-m", "tools.grade", "--root", str(course), "--jobs", "1",
+    return subprocess.run([sys.executable, "-m", "classroom.grade", "--root", str(course), "--jobs", "1",
                            "--timeout", "30"], cwd=ROOT, capture_output=True, text=True, env=environ)
 
 
@@ -157,13 +157,13 @@ def test_the_nbgrader_processes_of_one_run_share_one_warm_process(tmp_path):
     warm process, which ends with the run, its folder removed."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from classroom.batch import autograde
+    from classroom.gradebook import sync_gradebook
     from grader import warm as warm_module
-    from grader.late import Deadlines
-    from tools.grade import autograde, sync_gradebook
 
     learners = {name: LOOK + MASK for name in LEARNERS}
     _class(tmp_path, learners)
-    sync_gradebook(tmp_path, ASSIGNMENT, Deadlines())
+    sync_gradebook(tmp_path, ASSIGNMENT)
     everyone = sorted(learners)
     with warm_module.shared_warm_processes() as folder:
         with ThreadPoolExecutor(2) as pool:
@@ -186,18 +186,18 @@ def test_one_nbgrader_process_grades_request_after_request_and_one_that_dies_is_
     import signal
     import threading
 
+    from classroom.batch import autograde_arguments, grading_environment
+    from classroom.gradebook import sync_gradebook
     from grader import warm as warm_module
-    from grader.late import Deadlines
     from grader.nbgrader_processes import NbgraderProcesses
-    from tools.grade import _env, autograde_arguments, sync_gradebook
 
     everyone = list(LEARNERS)
     _class(tmp_path, {name: LOOK + MASK for name in everyone})
-    sync_gradebook(tmp_path, ASSIGNMENT, Deadlines())
+    sync_gradebook(tmp_path, ASSIGNMENT)
     threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     argv = lambda *students: autograde_arguments(tmp_path, ASSIGNMENT, list(students), everyone, 30)  # noqa: E731
     with warm_module.shared_warm_processes():
-        processes = NbgraderProcesses(tmp_path, 1, _env())
+        processes = NbgraderProcesses(tmp_path, 1, grading_environment())
         (process,) = processes._all
         try:
             first = processes.run(argv(everyone[0]), threads)

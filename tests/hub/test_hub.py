@@ -1,7 +1,7 @@
 """A class on the course's hub, end to end, with a learner who attacks it: real accounts, a real JupyterHub on
 loopback, nbgrader's exchange, Chromium.
 
-`make hub`'s own code (tools/hub.py) sets up a hub under a scratch prefix outside /tmp (the grading fence empties
+`make hub`'s own code (classroom/hub/) sets up a hub under a scratch prefix outside /tmp (the grading fence empties
 /tmp, so a hub there would be hidden from graded code whatever the hub's settings): the course environment made from
 the system's Python, the proxy from the committed npm lockfile, and an instructor and two learners, A and B, as Unix
 accounts (throw-away names and groups). JupyterHub starts on random loopback ports with PAM log-in, each user's
@@ -71,15 +71,17 @@ import requests
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
+from classroom.hub import service
+from classroom.hub.accounts import add_users
+from classroom.hub.cgroups import HubGroups, default_limits
+from classroom.hub.layout import COURSE_ID, Groups, HubError, Layout
+from classroom.hub.setup import setup as set_up_hub
 from grader.notebook import grade_id
 from nbtools import ROOT
-from tools import hub
-from tools.hub_cgroups import HubGroups, default_limits
 
 pytestmark = pytest.mark.slow
 
 ASSIGNMENT, NOTEBOOK, EXERCISE = "02-attention", "attention.ipynb", "attention_scores"
-COURSE_ID = hub.COURSE_ID
 #: what the instructor's files hold, which must never reach a learner
 SENTINELS = {"class list": "SENTINEL-CLASS-LIST", "shell history": "SENTINEL-SHELL-HISTORY"}
 #: the script B's notebook shows as HTML, which must not run in the instructor's formgrader
@@ -90,18 +92,18 @@ V1 = "v1.kernel.websocket.jupyter.org"
 class Hub:
     """The running hub, its accounts and the few gestures the test makes through it."""
 
-    def __init__(self, layout: hub.Layout, groups: hub.Groups, instructor: str, a: str, b: str):
+    def __init__(self, layout: Layout, groups: Groups, instructor: str, a: str, b: str):
         self.layout, self.groups = layout, groups
         self.instructor, self.a, self.b = instructor, a, b
-        self.port = hub.free_port()
-        self.ports = dict(api_port=hub.free_port(), proxy_api_port=hub.free_port())
+        self.port = service.free_port()
+        self.ports = dict(api_port=service.free_port(), proxy_api_port=service.free_port())
         self.base = f"http://localhost:{self.port}"
         self.kernels: dict[str, str] = {}
         self.started: list[str] = []
 
     def start(self, auth: str = "pam", idle_s: int = 3600) -> int:
         self.kernels.clear()
-        return hub.start(self.layout, self.port, auth=auth, groups=self.groups, idle_s=idle_s, report=self.started,
+        return service.start(self.layout, self.port, auth=auth, groups=self.groups, idle_s=idle_s, report=self.started,
                          **self.ports)
 
     def server(self, user: str) -> str:
@@ -129,7 +131,7 @@ class Hub:
         r = s.post(f"{self.base}/hub/login?next=", timeout=120, allow_redirects=False,
                    data={"username": user, "password": password or self.passwords()[user],
                          "_xsrf": s.cookies.get("_xsrf", path="/hub/")})
-        assert r.status_code == 302, f"{user} could not log in ({r.status_code}):\n{hub.tail(self.log)}"
+        assert r.status_code == 302, f"{user} could not log in ({r.status_code}):\n{service.tail(self.log)}"
         s.get(f"{self.base}/hub/spawn", timeout=120)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -138,9 +140,9 @@ class Hub:
                 break
             time.sleep(0.5)
         else:
-            pytest.fail(f"{user}'s server did not start within 120 s:\n{hub.tail(self.log)}", pytrace=False)
+            pytest.fail(f"{user}'s server did not start within 120 s:\n{service.tail(self.log)}", pytrace=False)
         r = s.get(f"{self.server(user)}/lab", timeout=60)
-        assert r.status_code == 200, f"{user}'s lab: {r.status_code}\n{hub.tail(self.log)}"
+        assert r.status_code == 200, f"{user}'s lab: {r.status_code}\n{service.tail(self.log)}"
         self.kernels.pop(user, None)
         return s
 
@@ -301,21 +303,21 @@ def term():
                     "`make test` as root", pytrace=False)
     tag = "".join(random.choices(string.ascii_lowercase, k=5))
     instructor, a, b = f"hi{tag}", f"ha{tag}", f"hb{tag}"
-    groups = hub.Groups(f"hl{tag}", f"hi{tag}g")
+    groups = Groups(f"hl{tag}", f"hi{tag}g")
     prefix = Path(tempfile.mkdtemp(prefix="course-hub-test-", dir="/opt"))  # not /tmp: see the module's docstring
     prefix.chmod(0o755)  # the learners' servers run the environment inside it
-    layout = hub.Layout(prefix / "hub")
+    layout = Layout(prefix / "hub")
     h = Hub(layout, groups, instructor, a, b)
     seen: dict = {}
     try:
         with pytest.MonkeyPatch.context() as mp:
             resolve_localhost_names(mp)
             t = time.monotonic()
-            hub.setup(layout)
+            set_up_hub(layout)
             seen["setup_s"] = time.monotonic() - t
             roster = prefix / "roster.csv"
             roster.write_text(f"id,name,email\n{a},Ada A,ada@example.org\n{b},Bo B,bo@example.org\n{a},Again,\n")
-            seen["users"] = hub.add_users(layout, roster, instructor, groups)
+            seen["users"] = add_users(layout, roster, instructor, groups)
             instructor_files(h, tag)
             h.start()
             try:
@@ -325,7 +327,7 @@ def term():
                     Path(os.environ["HUB_TEST_DUMP"]).write_text(json.dumps(seen, default=str, indent=1))
         yield h, seen
     finally:
-        hub.stop(layout)
+        service.stop(layout)
         remove_accounts([instructor, a, b], [groups.learners, groups.instructors])
         shutil.rmtree(prefix, ignore_errors=True)
 
@@ -451,8 +453,8 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
     home = Path(pwd.getpwnam(h.instructor).pw_dir)
     (home / "course" / "deadlines.toml").write_text(f'[late]\npenalty = "none"\n[due]\n{ASSIGNMENT} = '
                                                     f'{seen["due"].isoformat()}\n')
-    for cmd in (("nbgrader", "collect", ASSIGNMENT), ("python", "-m", "tools.grade", "--jobs", "1"),
-                ("python", "-m", "tools.feedback"), ("nbgrader", "release_feedback", ASSIGNMENT)):
+    for cmd in (("nbgrader", "collect", ASSIGNMENT), ("python", "-m", "classroom.grade", "--jobs", "1"),
+                ("python", "-m", "classroom.feedback"), ("nbgrader", "release_feedback", ASSIGNMENT)):
         res = h.in_server(si, h.instructor, *cmd)
         seen[cmd[1] if cmd[0] == "nbgrader" else cmd[2]] = res
         assert res.returncode == 0, f"{' '.join(cmd)}:\n{res.stdout}{res.stderr}"
@@ -504,7 +506,7 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
 
     mark(seen, '6')
     # 6. the fence, with grading started from a plain root shell as the instructor: B's code regraded
-    res = h.as_root_shell(h.instructor, str(h.layout.env / "bin" / "python"), "-m", "tools.grade", "--jobs", "1",
+    res = h.as_root_shell(h.instructor, str(h.layout.env / "bin" / "python"), "-m", "classroom.grade", "--jobs", "1",
                           "--student", h.b)
     seen["root_shell_grade"] = res
     graded = nbformat.read(home / "course" / "autograded" / h.b / ASSIGNMENT / NOTEBOOK, as_version=4)
@@ -534,21 +536,21 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
     seen["before_kill"] = running_parts(h)
     os.kill(int((h.layout.state / "hub.pid").read_text()), signal.SIGKILL)
     time.sleep(1)
-    stopped = subprocess.run([sys.executable, "-m", "tools.hub", "stop", "--prefix", str(h.layout.prefix)],
+    stopped = subprocess.run([sys.executable, "-m", "classroom.hub", "stop", "--prefix", str(h.layout.prefix)],
                              capture_output=True, text=True, cwd=ROOT, timeout=120)
     seen["stop_after_kill"] = stopped
-    seen["running_after_stop"] = {"hub's": sorted(hub.hub_processes(h.layout)),
+    seen["running_after_stop"] = {"hub's": sorted(service.hub_processes(h.layout)),
                                   "users'": {u: _processes_of(u, within_s=5) for u in (h.instructor, h.a, h.b)}}
     squatter = subprocess.Popen(["runuser", "-u", h.b, "--", "python3", "-m", "http.server", str(h.port),
                                  "--bind", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        while hub.port_is_free(h.port) and time.monotonic() < deadline:
+        while service.port_is_free(h.port) and time.monotonic() < deadline:
             time.sleep(0.2)
         try:
             h.start()
             seen["started_on_held_port"] = "started"
-        except hub.HubError as exc:
+        except HubError as exc:
             seen["started_on_held_port"] = str(exc)
     finally:
         squatter.kill()
@@ -556,7 +558,7 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
         for pid in _processes_of(h.b, within_s=0):  # runuser's child, B's fake server
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while not hub.port_is_free(h.port) and time.monotonic() < deadline:
+    while not service.port_is_free(h.port) and time.monotonic() < deadline:
         time.sleep(0.2)
     h.start()
     os.kill(int((h.layout.state / "hub.pid").read_text()), signal.SIGKILL)
@@ -575,7 +577,7 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
 
     mark(seen, '9')
     # 9. the demo log-in: one password for the learners, another for the instructor (10: a short idle limit)
-    hub.stop(h.layout)
+    service.stop(h.layout)
     h.start(auth="shared", idle_s=IDLE_S)
     learners, instructors = ((h.layout.state / f).read_text().strip()
                              for f in ("shared-password", "shared-admin-password"))
@@ -605,7 +607,8 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
         "after_s": time.monotonic() - started if "" not in user.get("servers", {}) else None,
         "running": _processes_of(h.b, within_s=10),
         "files_kept": bool(work_before) and work_of_b() == work_before,
-        "culler_said": [line for line in hub.tail(h.log, 400).splitlines() if "Culling server" in line and h.b in line],
+        "culler_said": [line for line in service.tail(h.log, 400).splitlines()
+                        if "Culling server" in line and h.b in line],
     }
     mark(seen, "end")
 
@@ -675,7 +678,7 @@ def what_the_course_holds_of(h: Hub, learner: str) -> dict:
 
 def running_parts(h: Hub) -> dict[str, int]:
     """How many of each of the hub's programs run now."""
-    cmds = [" ".join(Path(f"/proc/{p}/cmdline").read_text().split("\0")) for p in hub.hub_processes(h.layout)
+    cmds = [" ".join(Path(f"/proc/{p}/cmdline").read_text().split("\0")) for p in service.hub_processes(h.layout)
             if Path(f"/proc/{p}/cmdline").exists()]
     return {part: sum(part in c for c in cmds) for part in ("configurable-http-proxy", "jupyterhub_idle_culler",
                                                             "bin/jupyterhub ")}

@@ -1,4 +1,4 @@
-"""The limits make hub gives each learner (tools/hub_cgroups.py, tools/hub.py's options): what it chooses for a
+"""The limits make hub gives each learner (classroom/hub/cgroups.py, classroom/hub/'s options): what it chooses for a
 machine, and a bad value named with its option and rule. The limits held by a real hub: tests/hub/test_hub.py."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import argparse
 
 import pytest
 
-from tools import hub
-from tools.hub_cgroups import Limits, default_limits, parse_size
+from classroom.hub.cgroups import Limits, default_limits, parse_size
+from classroom.hub.command import limits_from
+from classroom.hub.layout import HubError
 
 GIB = 2**30
 
@@ -44,10 +45,10 @@ def test_a_limit_too_small_to_run_a_kernel_is_refused_with_its_value():
 
 def test_make_hub_options_override_the_machines_defaults_one_by_one():
     args = argparse.Namespace(limits="", memory="1536M", cpus="0.5", tasks="", class_memory="", instructor_memory="")
-    chosen = hub.limits_from(args)
+    chosen = limits_from(args)
     assert (chosen.memory, chosen.cpus, chosen.tasks) == (1536 * 2**20, 0.5, default_limits().tasks)
     args.limits = "none"
-    assert hub.limits_from(args) is None
+    assert limits_from(args) is None
     args.limits, args.memory = "", "lots"
-    with pytest.raises(hub.HubError, match=r"HUB_MEMORY='lots' is not a size"):
-        hub.limits_from(args)
+    with pytest.raises(HubError, match=r"HUB_MEMORY='lots' is not a size"):
+        limits_from(args)

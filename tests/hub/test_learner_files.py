@@ -1,4 +1,4 @@
-"""Taking a learner's files (tools/learner_files.py): what a hostile folder holds is refused and named, never read.
+"""Taking a learner's files (classroom/learner_files.py): what a hostile folder holds is refused and named, never read.
 
 Each test builds a learner's folder with the instructor's secret outside it, which nothing may copy. As root (as
 make test runs), its files belong to two made-up owners (no accounts needed): the learner (LEARNER) and someone
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import learner_files
-from tools.learner_files import TooLarge, inspect, take, write_file
+from classroom import learner_files
+from classroom.learner_files import TooLarge, inspect, take, write_file
 
 AS_ROOT = os.geteuid() == 0
 LEARNER, OTHER = (40001, 40002) if AS_ROOT else (os.geteuid(), os.geteuid() + 1)
@@ -221,7 +221,7 @@ def test_write_file_follows_no_link_on_its_way(tmp_path):
         write_file(root, ["..", "x"], b"")
 
 
-# --- make grade's two ways in: the zip's import and its reading of submitted/ (tools/grade.py) -------------------
+# --- make grade's two ways in: the zip's import and its reading of submitted/ (classroom/grade.py) -------------------
 
 @pytest.fixture
 def course(tmp_path):
@@ -242,7 +242,7 @@ def notebook_bytes() -> bytes:
 
 
 def test_make_grade_does_not_grade_a_submission_holding_a_link(course):
-    from tools import grade
+    from classroom import intake
 
     folder = course / "submitted" / "bob" / "02-attention"
     folder.mkdir(parents=True)
@@ -252,25 +252,25 @@ def test_make_grade_does_not_grade_a_submission_holding_a_link(course):
     elsewhere.mkdir(parents=True)
     (elsewhere / "attention.ipynb").write_bytes(notebook_bytes())
     os.symlink(elsewhere.parent, course / "submitted" / "eve")
-    found = grade.find_submissions(course, "02-attention")
+    found = intake.find_submissions(course, "02-attention")
     assert sorted(found) == ["bob", "eve"]
-    (bob,) = grade.check_submission(course, "bob", "02-attention", found["bob"])
+    (bob,) = intake.check_submission(course, "bob", "02-attention", found["bob"])
     assert str(bob.path) == "submitted/bob/02-attention/submission_secret.txt"
     assert bob.reason == (f"a symbolic link (to {course / 'grading-secret'}): refused, never followed; not graded "
                           "until it is removed"), bob
-    (eve,) = grade.check_submission(course, "eve", "02-attention", found["eve"])
+    (eve,) = intake.check_submission(course, "eve", "02-attention", found["eve"])
     assert str(eve.path) == "submitted/eve" and eve.reason.startswith("a symbolic link (to "), eve
     if AS_ROOT:
         mine(folder / "notes.txt", b"x", owner=OTHER)
         os.remove(folder / "submission_secret.txt")
-        (other,) = grade.check_submission(course, "bob", "02-attention", found["bob"])
+        (other,) = intake.check_submission(course, "bob", "02-attention", found["bob"])
         assert other.reason.startswith("owned by uid 40002, not "), other
 
 
 def test_a_zips_links_are_left_out_and_its_import_writes_through_no_link(course):
     import zipfile
 
-    from tools import grade
+    from classroom import intake
 
     archive = course.parent / "export.zip"
     with zipfile.ZipFile(archive, "w") as zf:
@@ -283,7 +283,7 @@ def test_a_zips_links_are_left_out_and_its_import_writes_through_no_link(course)
     elsewhere.mkdir()
     (course / "submitted").mkdir()
     os.symlink(elsewhere, course / "submitted" / "ann")  # planted before the import
-    problems = {p.student: p.reason for p in grade.import_zip(course, archive, ["02-attention"])}
+    problems = {p.student: p.reason for p in intake.import_zip(course, archive, ["02-attention"])}
     assert problems["bob"] == "a symbolic link in the zip file: left out", problems
     assert problems["ann"].startswith(f"not imported: {course / 'submitted' / 'ann'}: a symbolic link"), \
         problems

@@ -6,7 +6,7 @@ whose code it changes, followed by up to two other disguises drawn at random), a
 copy's source, a learner whose own work holds one substantial exercise copied (disguised), and a learner
 who pasted the solution notebook (disguised). A
 copy's disguise is the list of disguises that changed something. Class B was written, frozen and then
-measured once; nothing in tools/similarity was tuned on it.
+measured once; nothing in classroom/similarity was tuned on it.
 """
 
 from __future__ import annotations

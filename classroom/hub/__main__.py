@@ -1,0 +1,7 @@
+"""``python -m classroom.hub``: :func:`classroom.hub.command.main`."""
+
+import sys
+
+from classroom.hub.command import main
+
+sys.exit(main())

@@ -1,0 +1,19 @@
+"""`make similarity`: which learners' code is too alike, for the instructor to read; never a grade.
+
+For each assignment, every learner's code of each exercise is compared with every other learner's and
+with the reference (the course_lib functions the hidden tests compare against, and the solution notebook),
+and each pair is scored against how alike the rest of the class is. One module per concern:
+
+* :mod:`classroom.similarity.reading`: what is read, as hostile input: every code cell a learner wrote or
+  changed (added cells included), the release, the reference;
+* :mod:`classroom.similarity.normalise`: an exercise as the graph of values it computes, with what a disguise
+  changes normalised away: the evaluator's statements and functions there, its expressions, calls and loops in
+  :mod:`~classroom.similarity.expressions`, :mod:`~classroom.similarity.calls` and
+  :mod:`~classroom.similarity.loops`;
+  the notebook's top level in :mod:`~classroom.similarity.program`; one spelling per torch call in
+  :mod:`~classroom.similarity.spelling`; the graph and its features in :mod:`~classroom.similarity.ir`;
+* :mod:`classroom.similarity.compare`: how alike two sides' code of an exercise is;
+* :mod:`classroom.similarity.calibrate`: each pair's evidence, measured against its classmates; the flag;
+* :mod:`classroom.similarity.page` and :mod:`classroom.similarity.table`: the page and the CSV;
+* :mod:`classroom.similarity.command`: ``python -m classroom.similarity``.
+"""

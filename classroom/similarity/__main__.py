@@ -1,0 +1,5 @@
+import sys
+
+from classroom.similarity.command import main
+
+sys.exit(main())

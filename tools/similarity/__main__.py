@@ -1,5 +1,0 @@
-import sys
-
-from tools.similarity.command import main
-
-sys.exit(main())
