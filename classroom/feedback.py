@@ -12,7 +12,7 @@ Two ways out, whichever way the work came in:
 - **the exchange** (the class hub): ``nbgrader release_feedback <assignment>``
   puts each page where its learner's Assignments tab fetches it. It names a
   page by the submission's secret and reads its time, which nbgrader's collect
-  writes and a zip's import writes too (:func:`classroom.grade.write_submission_record`);
+  writes and a zip's import writes too (:func:`classroom.intake.write_submission_record`);
   for a submission that came any other way (copied into ``submitted/`` by hand),
   this step writes them, so one such learner never stops the class's release;
 - **a learning-management system**: ``exports/feedback-<assignment>.zip`` holds

@@ -6,7 +6,7 @@ nbgrader, nbconvert, torch and the grader before it grades anything, and
 for 11 assignments graded two at a time. A :class:`NbgraderProcess` is one
 nbgrader process that stays up for the whole ``make grade``. It reads
 requests, each the argument list of one ``nbgrader autograde`` command
-(:func:`classroom.grade.autograde_arguments`), and runs that command in-process
+(:func:`classroom.batch.autograde_arguments`), and runs that command in-process
 with nbgrader's own application (:func:`run_command`: ``NbGraderApp`` and
 its subcommand's singletons cleared before and after, so that every request
 loads the course's ``nbgrader_config.py`` afresh from its command line, as
