@@ -233,11 +233,14 @@ async def _execute(url: str, cookies: str, origin: str, user: str, code: str, ti
                                                   "shell"), binary=True)
     out = {"reply": None, "stdout": "", "stderr": "", "restarting": False}
     deadline = time.monotonic() + timeout
+    idle = False  # the request's outputs end with its idle status on iopub, which may come after the reply (shell)
     try:
         while time.monotonic() < deadline:
             try:
                 raw = await asyncio.wait_for(ws.read_message(), 5)
             except asyncio.TimeoutError:
+                if out["reply"] is not None:
+                    break  # a reply, and no idle status within 5 s: what came is all that will
                 continue
             if raw is None:
                 break
@@ -251,8 +254,11 @@ async def _execute(url: str, cookies: str, origin: str, user: str, code: str, ti
                 out[body["name"]] += body["text"]
             elif head["msg_type"] == "error":
                 out["stderr"] += f"{body['ename']}: {body['evalue']}\n"
+            elif head["msg_type"] == "status" and body.get("execution_state") == "idle":
+                idle = True
             elif head["msg_type"] == "execute_reply":
                 out["reply"] = body["status"]
+            if out["reply"] is not None and idle:
                 break
             if out["restarting"] and "memory limit" in out["stderr"]:
                 break  # the kernel was stopped and said why: no reply will come
