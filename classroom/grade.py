@@ -108,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
 
     try:
-        grading = open_grading(root, jobs, args.timeout, args.scheduler,
-                               Path(secret_file).read_bytes() if secret_file else None)
+        grading = open_grading(root, jobs, args.timeout, args.scheduler, secret_file)
     except GradingUnavailable as exc:
         print(f"make grade: {exc}", file=sys.stderr)
         return 2

@@ -30,12 +30,16 @@ from classroom.report import notes_on, print_table, write_csv
 
 
 def open_grading(root: Path, jobs: int, timeout: int | None, scheduler: str | None = None,
-                 secret: bytes | None = None) -> Grading:
-    """Grading for this run, opened: on the Dask cluster at ``scheduler`` (each task carrying the grading
-    ``secret``), or here, ``jobs`` submissions at a time. Raises :class:`classroom.grading.GradingUnavailable`
-    when it cannot grade."""
-    grading: Grading = (ClusterGrading(root, scheduler, timeout, secret) if scheduler
-                        else LocalGrading(root, jobs, timeout))
+                 secret_file: str | None = None) -> Grading:
+    """Grading for this run, opened: on the Dask cluster at ``scheduler`` (each task carrying the grading secret
+    of ``secret_file``, which the workers never read themselves; None: the registry's seeds), or here, ``jobs``
+    submissions at a time, whose graders read the secret where nbgrader_config.py names it. Raises
+    :class:`classroom.grading.GradingUnavailable` when it cannot grade."""
+    if scheduler:
+        secret = Path(secret_file).read_bytes() if secret_file else None
+        grading: Grading = ClusterGrading(root, scheduler, timeout, secret)
+    else:
+        grading = LocalGrading(root, jobs, timeout)
     grading.open()
     return grading
 
