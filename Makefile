@@ -18,8 +18,9 @@
 #   make grade-worker  SCHEDULER=tcp://HOST:8786: a grading worker for this clone (WORKER_NAME=<name>)
 #   make feedback   HTML feedback for every graded submission, hidden tests not shown
 #   make similarity the pairs of learners (and learner and reference) whose code is far more alike than the class's,
-#                   ranked, side by side, into similarity/<assignment>.html and .csv; never changes a grade
-#                   (ASSIGNMENT=slug[,slug]; THRESHOLD=0.55; SIMILARITY_OUT=<folder>)
+#                   and the groups they link (a solution passed round), ranked, side by side, into
+#                   similarity/<assignment>.html, .csv and -groups.csv; never changes a grade
+#                   (ASSIGNMENT=slug[,slug]; THRESHOLD=1.1; SIMILARITY_OUT=<folder>)
 #   make export-grades  the gradebook as CSV for Canvas, Moodle and nbgrader into exports/ (ROSTER=roster.csv:
 #                   id,name,email adds names and every learner on it; MISSING=zero: 0 for no submission)
 #   make hub        as root: set up and start the course's JupyterHub for a class on this machine (HUB_PORT=8000,

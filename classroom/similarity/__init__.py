@@ -13,7 +13,10 @@ and each pair is scored against how alike the rest of the class is. One module p
   the notebook's top level in :mod:`~classroom.similarity.program`; one spelling per torch call in
   :mod:`~classroom.similarity.spelling`; the graph and its features in :mod:`~classroom.similarity.ir`;
 * :mod:`classroom.similarity.compare`: how alike two sides' code of an exercise is;
+* :mod:`classroom.similarity.forms`: which learners write an exercise in one form, how rare the form is in the
+  class, and a pair's joint evidence (how many pairs of the class would match on so many exercises by chance);
 * :mod:`classroom.similarity.calibrate`: each pair's evidence, measured against its classmates; the flag;
-* :mod:`classroom.similarity.page` and :mod:`classroom.similarity.table`: the page and the CSV;
+* :mod:`classroom.similarity.groups`: learners linked by flagged pairs (a solution passed round a group);
+* :mod:`classroom.similarity.page` and :mod:`classroom.similarity.table`: the page and the CSVs;
 * :mod:`classroom.similarity.command`: ``python -m classroom.similarity``.
 """

@@ -2,10 +2,12 @@
 
     python -m classroom.similarity [--root DIR] [--assignment SLUG ...] [--threshold F] [--out DIR]
 
-For each assignment (every one with submissions when none is named) it writes ``<out>/<slug>.html`` and
-``<out>/<slug>.csv`` (default ``ROOT/similarity``) and prints one line. It opens nothing else for writing,
-never through a link, and never inside ``submitted/``. The exit status is 0, 1 when a submission was
-skipped, and 2 on a usage error. Nothing here reads or writes the gradebook.
+For each assignment (every one with submissions when none is named) it writes ``<out>/<slug>.html``,
+``<out>/<slug>.csv`` (the pairs) and ``<out>/<slug>-groups.csv`` (the groups' members) (default
+``ROOT/similarity``) and prints one line. It opens nothing else for writing, never through a link, and never
+inside ``submitted/``. What it prints of a learner's name goes through :func:`classroom.text_out.shown`.
+The exit status is 0, 1 when a submission was skipped, and 2 on a usage error.
+Nothing here reads or writes the gradebook.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import sys
 from pathlib import Path
 
 from classroom.similarity import page, table
-from classroom.similarity.calibrate import THRESHOLD, Pair, calibrate, is_flagged
+from classroom.similarity.calibrate import THRESHOLD, Pair, calibrate, is_flagged, ranked
 from classroom.similarity.compare import compare_class
+from classroom.similarity.forms import class_forms
+from classroom.similarity.groups import Group, find_groups
 from classroom.similarity.reading import ClassCode, SimilarityError, is_real_folder, read_class
+from classroom.text_out import shown
 
 
 def write(path: Path, text: str) -> None:
@@ -32,16 +37,20 @@ def write(path: Path, text: str) -> None:
         f.write(text)
 
 
-def report(root: Path, slug: str, out_dir: Path, threshold: float) -> tuple[ClassCode, list[Pair], Path]:
-    """Compare one assignment's class and write its page and CSV; the page's path."""
+def report(root: Path, slug: str, out_dir: Path,
+           threshold: float) -> tuple[ClassCode, list[Pair], list[Group], Path]:
+    """Compare one assignment's class and write its page and CSVs; the page's path."""
     cls = read_class(root, slug)
     matrices = compare_class(cls)
-    pairs = calibrate(matrices)
+    forms = class_forms(matrices)
+    pairs = ranked(calibrate(matrices, forms), threshold)
+    groups = find_groups(pairs, matrices[0].learners if matrices else [], forms, threshold)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{slug}.html"
-    write(path, page.render(cls, matrices, pairs, threshold))
+    write(path, page.render(cls, matrices, pairs, groups, threshold))
     write(out_dir / f"{slug}.csv", table.render(pairs, cls.exercises, threshold))
-    return cls, pairs, path
+    write(out_dir / f"{slug}-groups.csv", table.render_groups(groups, cls.exercises))
+    return cls, pairs, groups, path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,13 +81,14 @@ def main(argv: list[str] | None = None) -> int:
                                       "submitted/<student>/<assignment>/<notebook>.ipynb")
         skipped = False
         for slug in slugs:
-            cls, pairs, path = report(root, slug, out_dir, args.threshold)
+            cls, pairs, groups, path = report(root, slug, out_dir, args.threshold)
             flagged = sum(is_flagged(p, args.threshold) for p in pairs)
             for s in cls.skipped:
-                print(f"make similarity: skipped {s}", file=sys.stderr)
+                print(f"make similarity: skipped {shown(s, limit=1000)}", file=sys.stderr)
             skipped = skipped or bool(cls.skipped)
             print(f"{slug}: {len(cls.learners)} submissions, {flagged} of {len(pairs)} pairs flagged "
-                  f"(threshold {args.threshold:g}); report: {path} and {path.with_suffix('.csv').name}")
+                  f"(threshold {args.threshold:g}), {len(groups)} group{'' if len(groups) == 1 else 's'}; "
+                  f"report: {path}, {path.with_suffix('.csv').name} and {slug}-groups.csv")
     except SimilarityError as exc:
         print(f"make similarity: {exc}", file=sys.stderr)
         return 2

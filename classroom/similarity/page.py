@@ -1,5 +1,6 @@
-"""The instructor's page, ``similarity/<assignment>.html``: the flagged pairs, then the next ones, each with
-the exercises that carry it and the code side by side.
+"""The instructor's page, ``similarity/<assignment>.html``: the groups (learners linked by flagged pairs), each with
+what its members share shown once, then the flagged pairs and the next ones, each with the exercises that carry
+it and the code side by side (a pair inside a group points at its group instead).
 
 The page reads offline (no script, no link out) and escapes everything a learner wrote, their student id
 included. A number on it is rounded down (:func:`classroom.similarity.calibrate.quantised`), as the flag is
@@ -19,12 +20,16 @@ from classroom.similarity.calibrate import (
     SUBSTANTIAL,
     ExerciseEvidence,
     Pair,
+    by_joint,
+    by_score,
     carriers,
     is_flagged,
     quantised,
     threshold_hundredths,
 )
 from classroom.similarity.compare import ExerciseMatrix, Side
+from classroom.similarity.forms import CHANCE, MAX_SHARE, SAME
+from classroom.similarity.groups import Group
 from classroom.similarity.reading import ClassCode
 
 #: unflagged pairs listed after the flagged ones
@@ -65,11 +70,12 @@ def class_names(matrices: list[ExerciseMatrix]) -> dict[str, Counter]:
     return {m.name: Counter(n for s in m.sides for n in s.code.names) for m in matrices}
 
 
-def code_html(side: Side, other: Side) -> str:
+def code_html(side: Side, other: Side | None) -> str:
     """A side's code (its exercise function and the helpers it reaches, each under its cell), the lines that
-    wrote features the other side has too highlighted."""
+    wrote features the other side has too highlighted (none without another side)."""
     e = html.escape
-    hot = {line for f in side.counts if f in other.counts for line in side.lines.get(f, ())}
+    hot = set() if other is None else {line for f in side.counts if f in other.counts
+                                       for line in side.lines.get(f, ())}
     if side.code.graph is None:
         return f"<p class='short'>{e(side.code.problem or 'no code')}</p>"
     parts = []
@@ -91,8 +97,55 @@ def sides_of(matrices: dict[str, ExerciseMatrix], ev: ExerciseEvidence) -> tuple
     return m.sides[i], right
 
 
-def render(cls: ClassCode, matrices: list[ExerciseMatrix], pairs: list[Pair], threshold: float) -> str:
-    """The page (see the module's text)."""
+def chance_text(x: float) -> str:
+    return f"{x:.2g}"
+
+
+def form_text(x: ExerciseEvidence) -> str:
+    """How rare the form a pair shares is (empty when they do not share one)."""
+    if not x.shared:
+        return ""
+    whose = "the reference's form" if x.reference_form else "a form the reference does not write"
+    return f"{whose}, written by {x.holders} of the {x.written} learners who wrote the exercise"
+
+
+def group_html(g: Group, by_name: dict[str, ExerciseMatrix], threshold: float) -> str:
+    """One group: its members, how many of its pairs are flagged, and what they share: each exercise's form once,
+    with how rare it is in the class."""
+    e = html.escape
+    flagged = sum(is_flagged(p, threshold) for p in g.pairs)
+    out = [f"<h3 id='group{g.number}'>Group {g.number}: {e(', '.join(g.members))} ({len(g.members)} learners)</h3>",
+           f"<p>{flagged} of its {len(g.pairs)} pairs flagged"
+           + (f"; the least likely by chance: {chance_text(g.chance)} pairs of this class would match so"
+              if g.chance is not None else "") + ".</p>"]
+    if not g.exercises:
+        out.append("<p>No exercise on which two members or more write one form.</p>")
+        return "".join(out)
+    out.append("<table><tr><th>exercise</th><th>members who write the group's form</th><th>learners of the class who "
+               "write it</th><th>the reference</th></tr>")
+    for x in g.exercises:
+        out.append(f"<tr><td>{e(x.exercise)}</td><td>{len(x.members)} of {len(g.members)}: "
+                   f"{e(', '.join(x.members))}</td><td>{x.holders} of {x.written}</td>"
+                   f"<td>{'writes it too' if x.reference else 'does not write it'}</td></tr>")
+    out.append("</table>")
+    for x in g.exercises:
+        m = by_name[x.exercise]
+        side = m.sides[x.shown]
+        others = [k for k in g.members if k not in x.members]
+        rest = ""
+        if others:
+            alike = [f"{k} {percent(m.similar[x.shown, m.learners.index(k)])}" for k in others]
+            rest = f"<p class='short'>The other members' code is this alike to it: {e(', '.join(alike))}.</p>"
+        out.append(f"<h4>{e(x.exercise)}: the form of {e(', '.join(x.members))} ({side.size} features; "
+                   f"{x.holders} of {x.written} learners write it)</h4>"
+                   f"<p>{e(m.learners[x.shown])}'s code:</p>{code_html(side, None)}{rest}")
+    return "".join(out)
+
+
+def render(cls: ClassCode, matrices: list[ExerciseMatrix], pairs: list[Pair], groups: list[Group],
+           threshold: float) -> str:
+    """The page (see the module's text); ``pairs`` in the report's order
+    (:func:`classroom.similarity.calibrate.ranked`)."""
     e = html.escape
     by_name = {m.name: m for m in matrices}
     names = class_names(matrices)
@@ -107,20 +160,31 @@ def render(cls: ClassCode, matrices: list[ExerciseMatrix], pairs: list[Pair], th
            "come from <code>make grade</code> alone.</p>",
            f"<p>{len(cls.learners)} submissions compared with each other and with the reference (course_lib and "
            f"the solution notebook): <strong>{len(flagged)} of {len(pairs)} pairs flagged</strong>, at a score at "
-           f"or above {limit}.</p>",
+           f"or above {limit} or on their joint evidence (fewer than {CHANCE:g} pairs of this class would match on "
+           f"so many exercises by chance), <strong>{len(groups)} group{'' if len(groups) == 1 else 's'}</strong> "
+           "of learners linked by flagged pairs.</p>",
            "<details><summary>How the score is measured</summary><p>Each exercise is compared on the structure "
            "of what the code computes, not its text: local names, statement order, temporaries, dead code, "
            "helpers (inlined where they are called, in whatever cell they are), loop style and the spelling of a "
            "call (keyword or positional, method or function) leave no trace. The release's own code never counts. "
            "<em>Alike</em> is the share of the two sides' structure they have in common (against the reference, "
-           "the share of the learner's code found in it); <em>class</em> is how alike both sides are to the "
-           f"third participant nearest to both (the {NEAREST}-th nearest), so that a form others share is the "
-           "class's, not the pair's. "
+           "the share of the learner's code found in it). Two sides at least "
+           f"{percent(SAME)} alike write the exercise in one <em>form</em>; a form is rare when the reference does "
+           f"not write it and at most {percent(MAX_SHARE)} of the learners who wrote the exercise do. "
+           "<em>Class</em> is how alike both sides are to the "
+           f"third participant nearest to both (the {NEAREST}-th nearest), leaving out the learners who share the "
+           "pair's rare form (the pair's group, not the class), so that a form others share is the class's, not "
+           "the pair's, however many pass one solution round. "
            f"An exercise's evidence is ln((1 - class + {EPSILON}) / (1 - alike + {EPSILON})): how many times "
            "closer the pair is than the class. A pair's score is the evidence of its counted exercises (at least "
            f"{COUNTED} structure features on both sides), each weighing by its size, or {SINGLE:g} times the "
-           f"evidence of one substantial exercise (at least {SUBSTANTIAL} features), if larger. Identical names "
-           "that few learners chose are shown beside the code; they do not count in the score.</p></details>"]
+           f"evidence of one substantial exercise (at least {SUBSTANTIAL} features), if larger. "
+           "<em>Identical on</em> says on how many exercises two learners write one form, of how many both wrote; "
+           "<em>chance</em> how many pairs of this class would match on so many, each exercise matched at the rate "
+           "this class's pairs match on it, apart from the others: a whole notebook copied stands out even where "
+           "each of its exercises alone is common. A <em>group</em> is three or more learners linked by flagged "
+           "pairs; what its members share is shown once. Identical names that few learners chose are shown "
+           "beside the code; they do not count in the score.</p></details>"]
     if len(cls.learners) < 10:
         out.append(f"<p class='note'>Only {len(cls.learners)} submissions: the class is the yardstick of what is "
                    "usual, and a small class is a short one; read the scores with that in mind.</p>")
@@ -136,31 +200,50 @@ def render(cls: ClassCode, matrices: list[ExerciseMatrix], pairs: list[Pair], th
     if large:
         out.append("<h2>Code not compared</h2><ul>" + "".join(
             f"<li>{e(who)}: {e(name)}, {e(why)}</li>" for who, name, why in sorted(large)) + "</ul>")
+    out.append(f"<h2>Groups: {len(groups)}</h2>" + ("" if groups else "<p>None.</p>"))
+    out += [group_html(g, by_name, threshold) for g in groups]
     out.append(f"<h2>Ranked pairs: the {len(flagged)} flagged, then the next {len(shown) - len(flagged)}</h2>"
-               "<table><tr><th>#</th><th>pair</th><th>score</th><th>carried by</th>"
+               "<table><tr><th>#</th><th>pair</th><th>score</th><th>identical on</th><th>chance</th>"
+               "<th>group</th><th>carried by</th>"
                + "".join(f"<th>{e(m.name)}<br><span class='short'>alike / class</span></th>" for m in matrices)
                + "</tr>")
     for rank, p in enumerate(shown, 1):
         mark = is_flagged(p, threshold)
         carried = ", ".join(e(c.exercise) for c in carriers(p, threshold))
         cells = "".join(f"<td{'' if x.counted else ' class=short'}>{percent(x.similar)} / {percent(x.classmates)}"
-                        f"</td>" for x in p.exercises)
+                        f"{' =' if x.shared else ''}</td>" for x in p.exercises)
+        joint = (f"<td>{len(p.joint.identical)} of {p.joint.comparable}</td><td>{chance_text(p.joint.chance)}"
+                 f"{' (flagged)' if by_joint(p) else ''}</td>") if p.joint else "<td></td><td></td>"
+        group = f"<a href='#group{p.group}'>{p.group}</a>" if p.group is not None else ""
         out.append(f"<tr class={'flagged' if mark else 'other'}><td>{rank}</td>"
-                   f"<td><a href='#pair{rank}'>{e(p.left)} / {e(p.right)}</a></td><td>{score_text(p.score)}</td>"
+                   f"<td><a href='#pair{rank}'>{e(p.left)} / {e(p.right)}</a></td><td>{score_text(p.score)}"
+                   f"{' (flagged)' if by_score(p, threshold) else ''}</td>{joint}<td>{group}</td>"
                    f"<td>{carried}</td>{cells}</tr>")
-    out.append("</table><p class='short'>Grey: not counted (fewer than the minimum of code on a side).</p>")
+    out.append("</table><p class='short'>Grey: not counted (fewer than the minimum of code on a side). "
+               "=: the two sides write the exercise in one form.</p>")
     out.append("<h2>The pairs, side by side</h2>" + ("" if shown else "<p>None.</p>"))
     for rank, p in enumerate(shown, 1):
         out.append(f"<h3 id='pair{rank}'>{rank}. {e(p.left)} / {e(p.right)}: score {score_text(p.score)}"
                    f"{' (flagged)' if is_flagged(p, threshold) else ''}</h3>")
+        if p.joint:
+            out.append(f"<p>Identical on {len(p.joint.identical)} of the {p.joint.comparable} exercises both wrote"
+                       + (f" ({e(', '.join(p.joint.identical))})" if p.joint.identical else "")
+                       + f": {chance_text(p.joint.chance)} pairs of this class would match on so many by chance"
+                       + (" (flagged)" if by_joint(p) else "") + ".</p>")
+        if p.group is not None:
+            out.append(f"<p>Both are in <a href='#group{p.group}'>group {p.group}</a>, where the code they share "
+                       "is shown.</p>")
+            continue
         for x in carriers(p, threshold) or [max(p.exercises, key=lambda x: (x.evidence, x.similar))]:
             left, right = sides_of(by_name, x)
             if right is None:
                 continue
             common = shared_names(names, x.exercise, left, right)
             origin = f" ({e(right.code.origin)})" if right.code.origin else ""
+            rarity = form_text(x)
             out.append(f"<h4>{e(x.exercise)}: alike {percent(x.similar)}, class {percent(x.classmates)}, evidence "
                        f"{score_text(x.evidence)} ({left.size} and {right.size} features)</h4>"
+                       + (f"<p>One form: {rarity}.</p>" if rarity else "")
                        + (f"<p>Identical names few others chose: {e(', '.join(common))}</p>" if common else "")
                        + f"<div class='side'><div><p>{e(p.left)}</p>{code_html(left, right)}</div>"
                        f"<div><p>{e(p.right)}{origin}</p>{code_html(right, left)}</div></div>")

@@ -264,7 +264,8 @@ def extract(sub: Submission, rng: random.Random) -> Submission | None:
     for grade_id, tree in list(cells.items()):
         for fn in top_functions(tree):
             params = {a.arg for a in fn.args.args}
-            local = names_in(fn, ast.Store) | params
+            nested = {n.name for n in ast.walk(fn) if n is not fn and isinstance(n, ast.FunctionDef)}
+            local = names_in(fn, ast.Store) | params | nested  # a nested function is passed to the helper
             candidates = [s for s in fn.body if isinstance(s, (ast.Assign, ast.Return)) and s.value is not None
                           and sum(1 for _ in ast.walk(s.value)) >= 6 and any(isinstance(n, ast.Call)
                                                                                for n in ast.walk(s.value))
