@@ -14,8 +14,10 @@ and each pair is scored against how alike the rest of the class is. One module p
   :mod:`~classroom.similarity.spelling`; the graph and its features in :mod:`~classroom.similarity.ir`;
 * :mod:`classroom.similarity.compare`: how alike two sides' code of an exercise is;
 * :mod:`classroom.similarity.forms`: which learners write an exercise in one form, how rare the form is in the
-  class, and a pair's joint evidence (how many pairs of the class would match on so many exercises by chance);
-* :mod:`classroom.similarity.calibrate`: each pair's evidence, measured against its classmates; the flag;
+  class, which write the book's code (evidence of nothing between two learners), and a pair's joint evidence (how
+  many pairs of the class would match on so many exercises by chance);
+* :mod:`classroom.similarity.calibrate`: each pair's evidence, measured against its classmates; the flag (a pair
+  of learners, or a learner against the reference: *matches the book's code*, reported apart);
 * :mod:`classroom.similarity.groups`: learners linked by flagged pairs (a solution passed round a group);
 * :mod:`classroom.similarity.page` and :mod:`classroom.similarity.table`: the page and the CSVs;
 * :mod:`classroom.similarity.command`: ``python -m classroom.similarity``.

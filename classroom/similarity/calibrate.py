@@ -18,7 +18,13 @@ evidence of the exercise is how many times closer the pair is than that::
 
 0 when the class is as close (or the pair is not alike), about 2.4 for a pair
 identical where the class comes within 80%, and ``EPSILON`` keeps two short
-identical functions from counting as infinitely close.
+identical functions from counting as infinitely close. Between two learners,
+an exercise on which one of them writes the reference's form has no evidence
+(0): what they share there is the book's, which learners who follow the book
+write alike on most exercises at once (:mod:`classroom.similarity.forms`).
+A learner against the reference is measured as above: a learner whose code is
+the book's where the class's is not is what a pasted solution looks like, and
+the report shows those pairs apart, as *matches the book's code*.
 
 A pair's score is the evidence of all its counted exercises, each weighing
 by its amount of code (an exercise counts from :data:`COUNTED` features on
@@ -64,11 +70,12 @@ COUNTED = 24
 SUBSTANTIAL = 75
 #: one substantial exercise's evidence counts at this share of the whole's
 SINGLE = 0.5
-#: a pair whose score reaches this is flagged. Measured on class A (tests/grading/similarity) and on class A's
-#: independent learners with generated rings and whole-notebook copies (rings.py), the classes tuned on: the
-#: highest independent pair scores 0.67 (02-attention: ada and hana, 87% alike on masked_softmax) and 0.92
-#: (09-vision-transformer: jo and the reference, jo's code the reference's on 6 of 7 exercises); the lowest copy
-#: not flagged on its joint evidence 1.36 (a verbatim copy of ada) and 1.29 (dee, who pasted the reference)
+#: a pair whose score reaches this is flagged. Set on class A (tests/grading/similarity) and on class A's
+#: independent learners with generated rings and whole-notebook copies (rings.py), the classes tuned on, and kept
+#: when the book's code became no evidence between two learners: there, the highest independent pair of learners
+#: scores 0.67 (02-attention: ada and hana, 87% alike on masked_softmax) and 0.42 (09-vision-transformer), the
+#: highest learner against the reference 0.92 (09: jo, whose code is the book's on 6 of 7 exercises); the lowest
+#: copy flagged on its score 1.36 (02: a verbatim copy of ada) and 1.29 (09: dee, who pasted the reference)
 THRESHOLD = 1.1
 #: the pseudo-learner that stands for the course's own code (not a valid student id, so it names no learner)
 REFERENCE = "(reference)"
@@ -87,7 +94,7 @@ class ExerciseEvidence:
     shared: bool = False  # both sides write it in one form (against the reference: the reference's form)
     holders: int = 0  # how many learners of the class write that form (the pair included)
     written: int = 0  # how many learners of the class wrote the exercise
-    reference_form: bool = False  # the shared form is the reference's
+    book: bool = False  # a side writes the reference's form (the book's code): between learners, no evidence
 
     @property
     def counted(self) -> bool:
@@ -182,7 +189,10 @@ def calibrate(matrices: list[ExerciseMatrix], forms: list[ExerciseForms] | None 
     per_exercise = []
     for m, f in zip(matrices, forms):
         t = through_class(m.similar, m.sizes >= COUNTED, f)
-        per_exercise.append((m, f, t, evidence(m.similar, t), m.sizes))
+        e = evidence(m.similar, t)
+        book = f.reference[:, None] | f.reference[None, :]  # (n, n): a side writes the book's code
+        e[:n, :n] = np.where(book, 0.0, e[:n, :n])
+        per_exercise.append((m, f, t, e, m.sizes))
     pairs = []
     for i in range(n):
         for j in list(range(i + 1, n)) + [n]:
@@ -190,14 +200,13 @@ def calibrate(matrices: list[ExerciseMatrix], forms: list[ExerciseForms] | None 
             for m, f, t, e, sizes in per_exercise:
                 size = int(sizes[i]) if j == n else int(min(sizes[i], sizes[j]))
                 if j == n:
-                    shared = bool(f.reference[i])
+                    shared = book = bool(f.reference[i])
                     holders = int(f.reference.sum()) if shared else 0
                 else:
-                    shared = bool(f.same[i, j])
+                    shared, book = bool(f.same[i, j]), f.book(i, j)
                     holders = int(f.holders(i, j).sum()) if shared else 0
                 found.append(ExerciseEvidence(m.name, float(m.similar[i, j]), float(t[i, j]), float(e[i, j]),
-                                              size, (i, j), shared, holders, int(f.written.sum()),
-                                              shared and bool(f.reference[i] or (j < n and f.reference[j]))))
+                                              size, (i, j), shared, holders, int(f.written.sum()), book))
             pair = Pair(learners[i], REFERENCE if j == n else learners[j], found)
             pair.joint = None if j == n else joint(forms, i, j, pairs_in_class)
             pairs.append(pair)
@@ -232,8 +241,10 @@ def flagged_by(pair: Pair, threshold: float) -> list[str]:
 
 
 def ranked(pairs: list[Pair], threshold: float) -> list[Pair]:
-    """The flagged pairs first, then the rest; each part by score, highest first, then by joint evidence."""
-    return sorted(pairs, key=lambda p: (not is_flagged(p, threshold), p.score is None, -(p.score or 0.0),
+    """The flagged pairs of learners first, then the learners flagged against the reference (*matches the book's
+    code*), then the rest; each part by score, highest first, then by joint evidence."""
+    return sorted(pairs, key=lambda p: (not is_flagged(p, threshold), is_flagged(p, threshold) and p.reference,
+                                        p.score is None, -(p.score or 0.0),
                                         p.joint.chance if p.joint else math.inf, p.left, p.right))
 
 

@@ -4,8 +4,10 @@
 
 For each assignment (every one with submissions when none is named) it writes ``<out>/<slug>.html``,
 ``<out>/<slug>.csv`` (the pairs) and ``<out>/<slug>-groups.csv`` (the groups' members) (default
-``ROOT/similarity``) and prints one line. It opens nothing else for writing, never through a link, and never
-inside ``submitted/``. What it prints of a learner's name goes through :func:`classroom.text_out.shown`.
+``ROOT/similarity``) and prints one line: the pairs of learners flagged, the groups, and, apart, the learners
+flagged against the reference (their code matches the book's). It opens nothing else for writing, never
+through a link, and never inside ``submitted/``. What it prints of a learner's name goes through
+:func:`classroom.text_out.shown`.
 The exit status is 0, 1 when a submission was skipped, and 2 on a usage error.
 Nothing here reads or writes the gradebook.
 """
@@ -82,12 +84,15 @@ def main(argv: list[str] | None = None) -> int:
         skipped = False
         for slug in slugs:
             cls, pairs, groups, path = report(root, slug, out_dir, args.threshold)
-            flagged = sum(is_flagged(p, args.threshold) for p in pairs)
+            learners = [p for p in pairs if not p.reference]
+            flagged = sum(is_flagged(p, args.threshold) for p in learners)
+            book = sum(is_flagged(p, args.threshold) for p in pairs if p.reference)
             for s in cls.skipped:
                 print(f"make similarity: skipped {shown(s, limit=1000)}", file=sys.stderr)
             skipped = skipped or bool(cls.skipped)
-            print(f"{slug}: {len(cls.learners)} submissions, {flagged} of {len(pairs)} pairs flagged "
-                  f"(threshold {args.threshold:g}), {len(groups)} group{'' if len(groups) == 1 else 's'}; "
+            print(f"{slug}: {len(cls.learners)} submissions, {flagged} of {len(learners)} pairs of learners flagged "
+                  f"(threshold {args.threshold:g}), {len(groups)} group{'' if len(groups) == 1 else 's'}, "
+                  f"{book} of {len(cls.learners)} matching the book's code; "
                   f"report: {path}, {path.with_suffix('.csv').name} and {slug}-groups.csv")
     except SimilarityError as exc:
         print(f"make similarity: {exc}", file=sys.stderr)

@@ -8,7 +8,9 @@ that learner's forms, which the rest of the class does not write, so every pair 
 
 What a group shares is shown once: on each exercise, the form most of its members write
 (:class:`GroupExercise`), the code of one member who writes it, which members do, and how rare the form is
-in the class (how many learners write it, and whether the reference does).
+in the class (how many learners write it). The book's code is not a form a group shares: where a member writes
+the reference's form, that is evidence of nothing between them and the others (:mod:`classroom.similarity.forms`);
+the group names the exercises on which members write it (:attr:`Group.book`), apart.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ class GroupExercise:
     members: list[str]  # the group's members who write it
     holders: int  # the learners of the class who write it (the members included)
     written: int  # the learners of the class who wrote the exercise
-    reference: bool  # the reference writes it too
 
 
 @dataclass
@@ -41,7 +42,8 @@ class Group:
     number: int
     members: list[str]
     pairs: list[Pair]  # every pair of two members, flagged or not
-    exercises: list[GroupExercise]  # the exercises on which two members or more write one form
+    exercises: list[GroupExercise]  # the exercises on which two members or more write one form, not the book's
+    book: dict[str, list[str]]  # exercise: the members who write the reference's form on it
 
     @property
     def chance(self) -> float | None:
@@ -73,20 +75,30 @@ def components(names: list[str], links: list[tuple[str, str]]) -> list[list[str]
 
 
 def shared_forms(members: list[str], learners: list[str], forms: list[ExerciseForms]) -> list[GroupExercise]:
-    """On each exercise, the form most members write, if two or more do."""
+    """On each exercise, the form most members write, if two or more do and it is not the book's."""
     index = [learners.index(m) for m in members]
     out = []
     for f in forms:
+        own = [k for k in index if f.written[k] and not f.reference[k]]
         best: list[int] = []
-        for r in index:
-            if f.written[r]:
-                with_r = [k for k in index if f.same[r, k]]
-                if len(with_r) > len(best):
-                    best = with_r
+        for r in own:
+            with_r = [k for k in own if f.same[r, k]]
+            if len(with_r) > len(best):
+                best = with_r
         if len(best) >= 2:
             r = best[0]
             out.append(GroupExercise(f.name, r, [learners[k] for k in best], int(f.same[r].sum()),
-                                     int(f.written.sum()), bool(f.reference[r])))
+                                     int(f.written.sum())))
+    return out
+
+
+def book_forms(members: list[str], learners: list[str], forms: list[ExerciseForms]) -> dict[str, list[str]]:
+    """The exercises on which members write the reference's form, with those members."""
+    out = {}
+    for f in forms:
+        who = [m for m in members if f.reference[learners.index(m)]]
+        if who:
+            out[f.name] = who
     return out
 
 
@@ -101,7 +113,8 @@ def find_groups(pairs: list[Pair], learners: list[str], forms: list[ExerciseForm
     for members in found:
         inside = set(members)
         own = [p for p in pairs if not p.reference and p.left in inside and p.right in inside]
-        groups.append(Group(0, members, own, shared_forms(members, learners, forms)))
+        groups.append(Group(0, members, own, shared_forms(members, learners, forms),
+                            book_forms(members, learners, forms)))
     groups.sort(key=lambda g: (-len(g.members), g.chance if g.chance is not None else 1e300, g.members))
     for number, g in enumerate(groups, 1):
         g.number = number

@@ -8,15 +8,19 @@ rounded down to hundredths; empty when no exercise counts), ``flagged`` (``yes``
 write one form, of how many both wrote; empty against the reference), ``chance`` (how many pairs of the class
 would match on so many by chance, two significant digits), ``group`` (the number of the group both learners are
 in, empty if none), then per exercise ``<exercise> alike`` (0-1, how alike the pair's code is), ``<exercise>
-class`` (how alike both sides are to the class), ``<exercise> evidence`` and ``<exercise> holders`` (when the pair
-writes the exercise in one form, how many learners of the class write it; empty otherwise). Pairs come in the
-page's order: the flagged first, then by score.
+class`` (how alike both sides are to the class), ``<exercise> evidence``, ``<exercise> holders`` (when the pair
+writes the exercise in one form, how many learners of the class write it; empty otherwise) and ``<exercise> book``
+(``yes`` when a side writes the reference's form: between two learners the exercise then has no evidence; against
+the reference, the learner's code is the book's there). Pairs come in the page's order: the flagged pairs of
+learners first, then the learners flagged against the reference (*matches the book's code*), then the rest by
+score.
 
 The groups' file has one row per member, groups in the page's order: ``group`` (its number), ``size``,
 ``learner``, ``shares`` (the exercises on which the learner writes the group's form, ``;``-separated), then per
-exercise ``<exercise> members`` (how many of the group write its form; empty if fewer than two do),
-``<exercise> holders`` (how many learners of the class write it), ``<exercise> written`` (how many wrote the
-exercise) and ``<exercise> reference`` (``yes`` if the reference writes it too).
+exercise ``<exercise> members`` (how many of the group write its form; empty if fewer than two do, or it is the
+book's), ``<exercise> holders`` (how many learners of the class write it), ``<exercise> written`` (how many wrote
+the exercise) and ``<exercise> book`` (``yes`` if the learner writes the reference's form on it, evidence of
+nothing between learners).
 
 Every cell goes through :func:`classroom.text_out.csv_writer`: a student id that starts like a spreadsheet
 formula (``=``, ``+``, ``-``, ``@``, ...) gets a leading apostrophe, so that a spreadsheet shows it instead of
@@ -45,7 +49,8 @@ def chance(x: float) -> str:
 
 
 def rows(pairs: list[Pair], exercises: list[str], threshold: float) -> list[list[str]]:
-    header = list(COLUMNS) + [f"{x} {what}" for x in exercises for what in ("alike", "class", "evidence", "holders")]
+    header = list(COLUMNS) + [f"{x} {what}" for x in exercises
+                              for what in ("alike", "class", "evidence", "holders", "book")]
     out = [header]
     for p in pairs:
         by_name = {x.exercise: x for x in p.exercises}
@@ -58,14 +63,14 @@ def rows(pairs: list[Pair], exercises: list[str], threshold: float) -> list[list
         for name in exercises:
             x = by_name[name]
             row += [f"{x.similar:.3f}", f"{x.classmates:.3f}", hundredths(x.evidence),
-                    str(x.holders) if x.shared else ""]
+                    str(x.holders) if x.shared else "", "yes" if x.book else "no"]
         out.append(row)
     return out
 
 
 def group_rows(groups: list[Group], exercises: list[str]) -> list[list[str]]:
     header = list(GROUP_COLUMNS) + [f"{x} {what}" for x in exercises
-                                    for what in ("members", "holders", "written", "reference")]
+                                    for what in ("members", "holders", "written", "book")]
     out = [header]
     for g in groups:
         by_name = {x.exercise: x for x in g.exercises}
@@ -74,8 +79,8 @@ def group_rows(groups: list[Group], exercises: list[str]) -> list[list[str]]:
             row = [str(g.number), str(len(g.members)), learner, ";".join(shares)]
             for name in exercises:
                 x = by_name.get(name)
-                row += ["", "", "", ""] if x is None else [str(len(x.members)), str(x.holders), str(x.written),
-                                                          "yes" if x.reference else "no"]
+                row += ["", "", ""] if x is None else [str(len(x.members)), str(x.holders), str(x.written)]
+                row.append("yes" if learner in g.book.get(name, ()) else "no")
             out.append(row)
     return out
 

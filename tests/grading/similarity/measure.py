@@ -7,15 +7,17 @@ instructor does; :func:`measure` reads its pairs' and groups' CSVs back against 
   copies of one source is planted too;
 * a ring (:class:`~tests.grading.similarity.rings.Ring`, source and copiers) is found when one group holds all
   its members; the group's other members are named (none on the planted classes);
-* an independent pair is every other pair, learner and reference included; a flagged one is a false flag,
-  except for a learner who worked alone and writes the reference's own code (``solution_like``), against the
-  reference and against those who pasted it.
+* an independent pair of learners is every other pair of two learners; a flagged one is a false flag (the issue
+  allows at most one per assignment);
+* a learner who worked alone and is flagged against the reference *matches the book's code* (:attr:`Figures.book`):
+  a pasted solution looks the same, so the report keeps that flag, apart from the pairs of learners; it is not a
+  pair of learners and does not count as one.
 
-    python -m tests.grading.similarity.measure [a|b|c|a-rings|b-rings|c-rings ...]
+    python -m tests.grading.similarity.measure [a|b|c|d|a-rings|b-rings|c-rings|d-rings ...]
 
-prints the figures of each class named (all of them by default): ``a``, ``b`` and ``c`` as planted (class C, held
-out, is its independent learners alone), ``<x>-rings`` their independent learners with the rings of each of
-rings.LAYOUTS.
+prints the figures of each class named (all of them by default): ``a``, ``b``, ``c`` and ``d`` as planted (classes
+C and D are their independent learners alone), ``<x>-rings`` their independent learners with the rings of each
+of rings.LAYOUTS.
 """
 
 from __future__ import annotations
@@ -33,14 +35,13 @@ from tests.grading.similarity.rings import Ring
 
 @dataclass
 class Planted:
-    """One assignment's planted class: its learners, its copies, its rings, and who writes the reference's code."""
+    """One assignment's planted class: its learners, its copies and its rings."""
 
     name: str
     slug: str
     learners: dict[str, Submission]
     copies: list[Copy]
     rings: list[Ring] = field(default_factory=list)
-    solution_like: frozenset[str] = frozenset()
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -90,12 +91,13 @@ class Figures:
     by_ring_size: dict[int, tuple[int, int]]  # ring size: (rings found, rings)
     ring_outsiders: list[str]  # members of a ring's group who are not of the ring
     missed: list[tuple[tuple[str, str], str, str]]  # planted pairs not flagged: (pair, how, score)
-    false_flags: list[tuple[tuple[str, str], str, str]]  # independent pairs flagged: (pair, score, chance)
-    allowed: list[tuple[str, str]]  # flagged pairs of a learner who writes the reference's code
-    independent: int  # independent pairs
+    false_flags: list[tuple[tuple[str, str], str, str]]  # independent pairs of learners flagged: (pair, score, chance)
+    book: list[tuple[str, str]]  # learners who worked alone, flagged against the reference: (learner, score)
+    independent: int  # independent pairs of learners
     lowest_copy: tuple[float, tuple[str, str]]  # the planted pair with the lowest score
-    lowest_copy_by_score: tuple[float, tuple[str, str]]  # ... of those not flagged on their joint evidence
-    highest_independent: tuple[float, tuple[str, str]]
+    lowest_copy_by_score: tuple[float, tuple[str, str]]  # ... of those flagged on their score alone
+    highest_independent: tuple[float, tuple[str, str]]  # of the independent pairs of learners
+    highest_book: tuple[float, tuple[str, str]]  # of the learners who worked alone, against the reference
     highest_copy_chance: tuple[float, tuple[str, str]]  # whole-notebook copies' and rings' largest chance
     lowest_independent_chance: tuple[float, tuple[str, str]]
 
@@ -108,12 +110,14 @@ class Figures:
             out.append("  rings found by size: " + ", ".join(f"{k}: {a}/{b}" for k, (a, b) in
                                                            sorted(self.by_ring_size.items()))
                        + (f" (outsiders in a ring's group: {self.ring_outsiders})" if self.ring_outsiders else ""))
-        out.append(f"  independent pairs flagged: {len(self.false_flags)} of {self.independent} {self.false_flags}"
-                   + (f"; a learner who writes the reference's code: {self.allowed}" if self.allowed else ""))
+        out.append(f"  independent pairs of learners flagged: {len(self.false_flags)} of {self.independent} "
+                   f"{self.false_flags}")
+        out.append(f"  matches the book's code (learners who worked alone, flagged against the reference): "
+                   f"{self.book}; the highest {self.highest_book}")
         if self.missed:
             out.append(f"  MISSED: {self.missed}")
-        out.append(f"  lowest copy score {self.lowest_copy}, of those not flagged on joint evidence "
-                   f"{self.lowest_copy_by_score}; highest independent {self.highest_independent}")
+        out.append(f"  lowest copy score {self.lowest_copy}, of those flagged on their score alone "
+                   f"{self.lowest_copy_by_score}; highest independent pair of learners {self.highest_independent}")
         out.append(f"  largest chance of a whole-notebook copy {self.highest_copy_chance}; smallest of an "
                    f"independent pair {self.lowest_independent_chance}")
         return out
@@ -142,31 +146,24 @@ def measure(c: Planted, rows: list[dict], groups: list[dict]) -> Figures:
         found[1] += 1
         for m in holding:
             outsiders += sorted(m - ring.members)
-    pasted = {cp.copier for cp in c.copies if cp.source == REFERENCE}
-    independent = [r for p, r in by_pair.items() if p not in copies]
-    allowed, false = [], []
-    for r in independent:
-        if r["flagged"] != "yes":
-            continue
-        p = pair_of(r)
-        if set(p) & c.solution_like and set(p) - c.solution_like <= pasted | {REFERENCE}:
-            allowed.append(p)
-        else:
-            false.append((p, r["score"], r["chance"]))
+    independent = [r for p, r in by_pair.items() if p not in copies and p[1] != REFERENCE]
+    alone = [r for p, r in by_pair.items() if p not in copies and p[1] == REFERENCE]
+    false = [(pair_of(r), r["score"], r["chance"]) for r in independent if r["flagged"] == "yes"]
+    book = [(r["learner_a"], r["score"]) for r in alone if r["flagged"] == "yes"]
     planted_rows = [by_pair[p] for p in copies]
     whole = [by_pair[p] for p in copies if by_pair[p]["comparable"] and "one exercise" not in copies[p]]
-    counted = [r for r in independent if not set(pair_of(r)) & c.solution_like]
     return Figures(
         c.name, c.slug, len(c.learners), {d: tuple(v) for d, v in by_disguise.items()},
         (sum(p in flagged for p in copies), len(copies)), {k: tuple(v) for k, v in by_size.items()}, outsiders,
-        [(p, how, by_pair[p]["score"]) for p, how in copies.items() if p not in flagged], false, allowed,
+        [(p, how, by_pair[p]["score"]) for p, how in copies.items() if p not in flagged], false, book,
         len(independent),
         min(((score(r), pair_of(r)) for r in planted_rows), default=(0.0, ("", ""))),
-        min(((score(r), pair_of(r)) for r in planted_rows if "joint" not in r["flagged_by"]),
+        min(((score(r), pair_of(r)) for r in planted_rows if r["flagged_by"] == "score"),
             default=(float("inf"), ("", ""))),
-        max(((score(r), pair_of(r)) for r in counted), default=(0.0, ("", ""))),
+        max(((score(r), pair_of(r)) for r in independent), default=(0.0, ("", ""))),
+        max(((score(r), pair_of(r)) for r in alone), default=(0.0, ("", ""))),
         max(((chance(r), pair_of(r)) for r in whole), default=(0.0, ("", ""))),
-        min(((chance(r), pair_of(r)) for r in counted if r["chance"]), default=(float("inf"), ("", ""))))
+        min(((chance(r), pair_of(r)) for r in independent if r["chance"]), default=(float("inf"), ("", ""))))
 
 
 # --------------------------------------------------------------------------
@@ -180,10 +177,9 @@ def independent_of(name: str, slug: str) -> dict[str, Submission]:
 
 
 def planted_class(name: str, slug: str) -> Planted:
-    """Class A or B as planted (class_a.py, class_b.py)."""
+    """A class as planted (class_a.py, class_b.py, ...)."""
     module = planted.load(name)
-    return Planted(name, slug, module.LEARNERS[slug], [c for c in module.COPIES if c.slug == slug],
-                   solution_like=frozenset(module.SOLUTION_LIKE))
+    return Planted(name, slug, module.LEARNERS[slug], [c for c in module.COPIES if c.slug == slug])
 
 
 #: the seed of the ring classes made from classes A and B (the issue's number)
@@ -197,7 +193,7 @@ def ring_class(name: str, slug: str, layout: str, seed: int = RING_SEED) -> Plan
     module = planted.load(name)
     learners, made, copies = rings.build(slug, independent_of(name, slug), layout, seed,
                                          exclude=frozenset(module.SOLUTION_LIKE))
-    return Planted(f"{name}-rings-{layout}", slug, learners, copies, made, frozenset(module.SOLUTION_LIKE))
+    return Planted(f"{name}-rings-{layout}", slug, learners, copies, made)
 
 
 def classes(which: str) -> list[list[Planted]]:
@@ -205,15 +201,15 @@ def classes(which: str) -> list[list[Planted]]:
     from tests.grading.similarity import rings
 
     slugs = list(planted.NOTEBOOKS)
-    if which in ("a", "b", "c"):
+    if which in ("a", "b", "c", "d"):
         return [[planted_class(which, s) for s in slugs]]
-    if which in ("a-rings", "b-rings", "c-rings"):
+    if which in ("a-rings", "b-rings", "c-rings", "d-rings"):
         return [[ring_class(which[0], s, layout) for s in slugs] for layout in rings.LAYOUTS]
     raise ValueError(f"no planted class {which!r}")
 
 
 def main(names: list[str]) -> int:
-    for which in names or ["a", "b", "c", "a-rings", "b-rings", "c-rings"]:
+    for which in names or ["a", "b", "c", "d", "a-rings", "b-rings", "c-rings", "d-rings"]:
         for course in classes(which):
             with tempfile.TemporaryDirectory() as tmp:
                 found = run(new_course(Path(tmp)), course)

@@ -4,12 +4,12 @@ A planted learner is a :class:`Submission`: the code of each solution cell (by g
 added, each after the solution cell it follows. :func:`write_class` writes every learner's notebook, the
 release notebook with their cells in it, into ``submitted/<learner>/<assignment>/``.
 
-Each class is a module beside this one (``class_a.py``, ``class_b.py``, ``class_c.py``) with ``LEARNERS``
+Each class is a module beside this one (``class_a.py`` to ``class_d.py``) with ``LEARNERS``
 (assignment -> learner -> Submission) and ``COPIES`` (the planted pairs: assignment, the copier, the learner or
 ``(reference)`` copied, the disguise). Every other pair of learners is independent. rings.py makes classes with
 rings from a class's independent learners.
 
-    python -m tests.grading.similarity.planted check [a|b|c] [learner ...]
+    python -m tests.grading.similarity.planted check [a|b|c|d] [learner ...]
 
 runs every planted learner's functions through the hidden checks (``grader.check``), as the notebook would
 define them, top to bottom; it prints one line per learner and fails if any check fails.
@@ -99,7 +99,7 @@ def write_class(root: Path, slug: str, learners: dict[str, Submission]) -> None:
 
 
 def load(name: str):
-    """A planted class module (``"a"``, ``"b"`` or ``"c"``)."""
+    """A planted class module (``"a"`` to ``"d"``)."""
     return importlib.import_module(f"tests.grading.similarity.class_{name}")
 
 
@@ -139,4 +139,4 @@ def check(name: str, only: list[str] = ()) -> int:
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] != "check":
         sys.exit(__doc__)
-    sys.exit(max(check(n, sys.argv[3:]) for n in (sys.argv[2:3] or ["a", "b", "c"])))
+    sys.exit(max(check(n, sys.argv[3:]) for n in (sys.argv[2:3] or ["a", "b", "c", "d"])))

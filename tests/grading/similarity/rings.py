@@ -2,7 +2,7 @@
 
 A *ring* of size k is an independent learner (the source) and k - 1 classmates who each handed in the source's
 whole notebook under a disguise of their own; a *whole-notebook copy* is a ring of 2. :func:`build` puts rings
-and copies on top of a planted class's independent learners (class A's or B's, or the held-out class's), each
+and copies on top of a planted class's independent learners (class A's, B's, C's or D's), each
 copy under one of :data:`RING_DISGUISES`:
 
 * ``comment``: verbatim, a comment added to every cell (the copy that changes nothing);
@@ -15,7 +15,7 @@ so every copy's disguise changed something; the copy records the disguise it got
 ``random.Random`` seeded by the seed and the layout: a layout and a seed give the same class every time.
 
 A disguise keeps what the code computes: the 181 copies the layouts make of classes A's, B's and C's independent
-learners all passed the hidden checks when this was written.
+learners all passed the hidden checks when this was written, and so do the 59 made of class D's.
 
 Two layouts cover rings of 3 to 8 in classes of about thirty: :data:`LAYOUTS` ``"odd"`` (rings of 3, 5 and 8:
 with class A's 17 independent learners of 02-attention, a class of 30, the ring of 8 a quarter of it) and
