@@ -32,6 +32,8 @@
 #   make stability  the reference keeps full marks over 100 grading secrets: every hidden test on the seeds a
 #                   learner would get under each (minutes)
 #   make mutants    mutation-test the assignments' hidden tests (minutes; MUTANTS_ARGS="--assignment 02-attention")
+#   make fuzz       the fuzzers of what learners hand in, at length: FUZZ_EXAMPLES=2000 notebooks, zips and pages
+#                   each, and a class graded for every 100 (FUZZ_SEED=N replays a run; minutes to hours)
 #   make portability  nbval strict on every chapter notebook under each CPU-kernel and thread variant (minutes)
 #   make seeds      every claim of the chapter notebooks over 5 seeds drawn afresh on every run (it prints them),
 #                   with its smallest margin and spread (minutes; SEEDS=0-4,7,fresh:10 names or draws others)
@@ -63,7 +65,7 @@ unexport MPLBACKEND
 # nbgrader runs tools (alembic, jupyter) by name: the venv comes first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade grade-scheduler grade-worker feedback similarity constraints clean help mutants stability zoo zoo-check export-grades hub hub-users hub-stop
+.PHONY: all lint system-book system-test system-grade setup book test test-fast portability seeds check notebooks lab exercises grade grade-scheduler grade-worker feedback similarity constraints clean help mutants fuzz stability zoo zoo-check export-grades hub hub-users hub-stop
 
 all: help
 
@@ -218,6 +220,19 @@ export-grades: $(STAMP)
 
 stability: $(STAMP)
 	COURSE_STABILITY_SEEDS=100 $(BIN)/python -m pytest tests/grading/test_reference_stability.py -p no:cacheprovider -q
+
+# The fuzzers of what learners hand in, drawn at length (make test draws a few examples of each): notebooks, zips and
+# names before any kernel (tests/grading/test_fuzz_intake.py), pages (tests/grading/test_pages.py), whole classes
+# graded by a real make grade (tests/grading/test_fuzz_class.py). FUZZ_SEED=N replays a run; a failure prints the
+# blob that replays its example (@reproduce_failure).
+FUZZ_EXAMPLES ?= 2000
+FUZZ_SEED ?=
+fuzz: $(STAMP)
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -o addopts= -p no:cacheprovider -q -W ignore \
+		--hypothesis-show-statistics $(if $(FUZZ_SEED),--hypothesis-seed=$(FUZZ_SEED)) \
+		tests/grading/test_fuzz_intake.py tests/grading/test_pages.py
+	FUZZ_EXAMPLES=$$(( $(FUZZ_EXAMPLES) / 100 + 1 )) $(BIN)/python -m pytest -o addopts= -p no:cacheprovider -q \
+		-W ignore $(if $(FUZZ_SEED),--hypothesis-seed=$(FUZZ_SEED)) tests/grading/test_fuzz_class.py
 
 # Mutation testing of the assignments' hidden tests (slow, so not part of `make test`): tools/mutants/.
 MUTANTS_ARGS ?=

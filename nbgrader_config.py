@@ -18,17 +18,22 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
+    ClearOutput,
     GetGrades,
     IgnorePattern,
     LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
     SaveAutoGrades,
 )
 
 import grader
 from classroom.late import CourseLatePolicy, DeadlineError, read_deadlines
 from grader.autograde import GuardedExecute, HideHiddenTests, RestoreDeletedTests, grading_secret_file
+from grader.canonical_cells import CanonicalCells
 from grader.failures import STUB
 from grader.mathml import MathAsMathML
+from grader.pages import ShownSafely, clean, markdown2html
 from grader.secret import GradingSecretError
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
@@ -101,6 +106,12 @@ c.Execute.execute_retries = 0
 # A deleted test cell is put back as a failing cell (zero points, named in
 # `make grade`'s report); a cell that kills its kernel scores zero and grading
 # goes on in a fresh kernel.
+# What nbgrader grades is the gradebook's to say: before anything runs, every cell's nbgrader marks are rebuilt from
+# the gradebook's record, and a copied test cell, an unknown grade_id or marks of another format version become an
+# ordinary cell, noted (grader/canonical_cells.py, in place of nbgrader's DeduplicateIds, whose emptied marks made
+# nbgrader stop the whole autograde).
+c.Autograde.sanitize_preprocessors = [ClearOutput, CanonicalCells, OverwriteKernelspec, OverwriteCells,
+                                      CheckCellMetadata]
 c.Autograde.autograde_preprocessors = [
     RestoreDeletedTests, GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
@@ -122,9 +133,18 @@ c.GuardedExecute.memory_mb = _limit("GRADER_MEMORY_MB", 4096)
 c.GuardedExecute.max_tasks = _limit("GRADER_TASKS", 128)
 c.GuardedExecute.cpu_seconds = _limit("GRADER_CPU_SECONDS", 600)
 c.GuardedExecute.tmp_mb = _limit("GRADER_TMP_MB", 1024)
+# Each notebook's wall-clock budget, in seconds: its cells stop at three quarters of it (a cell that will not stop
+# after its own time limit and an interrupt has its kernel stopped, and grading goes on in a fresh kernel without
+# it); the rest is kept for judging what ran. The heaviest honest notebook takes about 25 s here.
+c.GuardedExecute.notebook_seconds = _limit("GRADER_NOTEBOOK_SECONDS", 600)
 # The OS fence around the grading kernel: bubblewrap (tools/system_packages.sh installs it), or
 # GRADER_OS_FENCE=none where it cannot run (the Python fence alone; grading says so when it starts).
 c.GuardedExecute.os_fence = os.environ.get("GRADER_OS_FENCE", "bwrap")
+# Each kernel in control groups of its own (as root, or below a group delegated to the grading user, as the course's
+# hub delegates its instructor's), so that all its memory counts, memfd and shared memory too, and over it the kernel
+# is stopped, never the grader; where none can be made, grading refuses unless GRADER_ISOLATION=process-limits asks
+# for the process limits alone by name.
+c.GuardedExecute.isolation = os.environ.get("GRADER_ISOLATION", "").strip() or "groups"
 c.GuardedExecute.timeout = 60
 # Cases per learner (grader/secret.py): each learner's hidden cases come from a seed derived from the course's
 # grading secret, which the first grading writes to grading-secret in the course folder, next to the gradebook
@@ -213,8 +233,14 @@ c.CourseLatePolicy.points_per_hour = _deadlines.points_per_hour
 # template's name stays nbgrader's choice: "feedback" for feedback, "formgrade" for the formgrader's
 # grading view, which reads this file too.
 c.GenerateFeedback.preprocessors = [HideHiddenTests, MathAsMathML, GetGrades, CSSHTMLHeaderPreprocessor]
-# A learner's outputs are the learner's: a page that shows them (the feedback, the LMS zip, the formgrader in the
-# instructor's browser) keeps their text and figures but runs none of their scripts or active HTML.
+# Everything a learner wrote is the learner's: a page that shows it (the feedback, the LMS zip, the formgrader in
+# the instructor's browser) keeps their text, math and figures but runs nothing of it, fetches nothing for it and
+# goes nowhere (grader/pages.py states the rule). Every HTMLExporter built from this file (GenerateFeedback's, the
+# formgrader's) reads a notebook through one preprocessor and renders it through one sanitizer: its markdown
+# (nbgrader's templates render a markdown cell with markdown2html alone), raw cells, outputs, attachments and
+# metadata. sanitize_html stays on: it keeps the templates' own script blocks (JavaScript outputs, widgets) out.
+c.HTMLExporter.preprocessors = [ShownSafely]
+c.HTMLExporter.filters = {"markdown2html": markdown2html, "clean_html": clean}
 c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.extra_template_basedirs = [
     os.path.join(os.path.dirname(grader.__file__), "templates"),

@@ -1,9 +1,10 @@
 """One nbgrader autograde: its command line, its environment, and what its result says.
 
-Every grading run, local or on a cluster worker, grades a batch of learners' submissions of one assignment as one
-``nbgrader autograde`` (:func:`autograde_arguments`: the rest of the class excluded), run inside a long-lived
-nbgrader process (:mod:`grader.nbgrader_processes`) so nbgrader's start is paid once. Each batch's kernels share
-the machine's cores (:func:`kernel_threads`); the learners a batch could not grade are what its process reported
+Every grading run, local or on a cluster worker, grades each learner's submission of an assignment as one
+``nbgrader autograde`` of that learner alone (:func:`autograde_arguments`), a request to a long-lived nbgrader
+process (:mod:`grader.nbgrader_processes`), so that nbgrader's start is paid once and whatever one submission does
+to nbgrader ends its own request: a submission is the unit of failure. The kernels graded at once share the
+machine's cores (:func:`kernel_threads`); whether a request failed is what its process reported
 (:func:`failed_students`), never read from its log's text.
 """
 
@@ -54,28 +55,24 @@ def grading_environment(threads: int | None = None, base: dict[str, str] | None 
     return env
 
 
-def autograde_arguments(root: Path, assignment: str, students: list[str], everyone: list[str],
-                        timeout: int | None) -> list[str]:
-    """nbgrader's arguments to autograde some students' submissions in one run (``--force``: a resubmission
-    replaces the earlier autograded copy); the rest of the class is excluded from the run."""
-    args = ["autograde", assignment, "--force", "--log-level=INFO"]
-    others = sorted(set(everyone) - set(students))
-    if others:
-        args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
+def autograde_arguments(root: Path, assignment: str, student: str, timeout: int | None) -> list[str]:
+    """nbgrader's arguments to autograde one learner's submission (``--force``: a resubmission replaces the earlier
+    autograded copy). The learner is named (``CourseDirectory.student_id``), never the rest of the class excluded by
+    a list: a folder whose name is no learner's id (a comma, a line feed) is never in nbgrader's view, and the
+    learner's id is one :func:`classroom.intake.student_id_problem` accepted, which nbgrader reads as itself."""
+    args = ["autograde", assignment, "--force", "--log-level=INFO", f"--CourseDirectory.student_id={student}"]
     args = nbgrader_command(*args, root=root, timeout=timeout)[1:]
     if timeout is not None:
         args.append(f"--GuardedExecute.timeout={timeout}")
     return args
 
 
-def autograde(root: Path, assignment: str, students: list[str], everyone: list[str],
-              timeout: int | None, threads: int | None = None,
+def autograde(root: Path, assignment: str, student: str, timeout: int | None, threads: int | None = None,
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Autograde some students' submissions as one ``nbgrader autograde`` command would
-    (:func:`autograde_arguments`), in an nbgrader process of its own (:mod:`grader.nbgrader_processes`), which
-    reports the learners it could not grade (``.failed``). ``env``: the process's environment (default: this
-    one's)."""
-    argv = autograde_arguments(root, assignment, students, everyone, timeout)
+    """Autograde one learner's submission as one ``nbgrader autograde`` command would (:func:`autograde_arguments`),
+    in an nbgrader process of its own (:mod:`grader.nbgrader_processes`), which reports the learners it could not
+    grade (``.failed``). ``env``: the process's environment (default: this one's)."""
+    argv = autograde_arguments(root, assignment, student, timeout)
     process = NbgraderProcess(root, dict(grading_environment(threads, base=env), COURSE_GRADING_OWN_THREADS=""))
     try:
         res = process.run(argv, {})
@@ -84,6 +81,18 @@ def autograde(root: Path, assignment: str, students: list[str], everyone: list[s
     finally:
         process.close()
     return res
+
+
+def why_not_graded(res: subprocess.CompletedProcess) -> str:
+    """Why nbgrader could not grade a submission, in a line: its process's end if it died, else the last error its
+    request logged (a request grades one submission, so the line is that learner's own), printable and short."""
+    from grader.failures import printable
+
+    if res.stderr.strip():  # the process itself: it died, or refused the request
+        return f"nbgrader could not grade it ({printable(res.stderr.strip().splitlines()[-1])[:300]})"
+    errors = [line for line in res.stdout.splitlines() if "| ERROR]" in line]
+    said = printable(errors[-1].split("]", 1)[-1].strip())[:300] if errors else "see its log above"
+    return f"nbgrader could not grade it ({said})"
 
 
 def locked(res: subprocess.CompletedProcess) -> bool:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from classroom.gradebook import gradebook_url, score_after_penalty
 from classroom.roster import RosterError, read_roster
+from classroom.text_out import csv_writer
 
 CANVAS_IDS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_IDS = ["Username", "Full name", "Email address"]
@@ -88,13 +89,13 @@ def export(root: Path, out: Path, roster: dict[str, Learner] | None, missing: st
 
     out.mkdir(parents=True, exist_ok=True)
     with (out / "canvas.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
+        w = csv_writer(fh)
         w.writerow(CANVAS_IDS + assignments)
         w.writerow(["Points Possible", "", "", "", ""] + [f"{max_scores[a]:g}" for a in assignments])
         for ident, who in learners.items():
             w.writerow([who.name or ident, "", "", ident, ""] + [cell(ident, a) for a in assignments])
     with (out / "moodle.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
+        w = csv_writer(fh)
         w.writerow(MOODLE_IDS + assignments)
         for ident, who in learners.items():
             w.writerow([ident, who.name, who.email] + [cell(ident, a) for a in assignments])
@@ -104,7 +105,16 @@ def export(root: Path, out: Path, roster: dict[str, Learner] | None, missing: st
                          capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"nbgrader export failed:\n{res.stdout}{res.stderr}")
+    inert_csv(out / "nbgrader.csv")  # nbgrader's own writer quotes, but leaves a name's formula as it is
     return strangers
+
+
+def inert_csv(path: Path) -> None:
+    """Rewrite a CSV file another program wrote with every cell inert in a spreadsheet (:mod:`classroom.text_out`)."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv_writer(fh).writerows(rows)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,12 +18,18 @@ Two ways out, whichever way the work came in:
 - **a learning-management system**: ``exports/feedback-<assignment>.zip`` holds
   ``<student>/<notebook>.html``, one folder per learner, the layout
   ``make grade SUBMISSIONS=`` takes in, to upload as the LMS's feedback files.
+
+A page shows everything the learner wrote through one renderer (:mod:`grader.pages`): it runs nothing of
+theirs and fetches nothing. A learner's notebook that still cannot be rendered ends that learner's feedback,
+named with nbgrader's error, and the command exits 1; every other learner gets their page and the LMS zip is
+written.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import re
 import subprocess
 import sys
 import zipfile
@@ -90,6 +96,12 @@ def keep_only_feedback(root: Path, student: str, assignment: str) -> list[str]:
     return removed
 
 
+def has_pages(root: Path, student: str, assignment: str) -> bool:
+    """Whether a learner's feedback folder holds every page of the assignment."""
+    folder = root / "feedback" / student / assignment
+    return all((folder / page).is_file() for page in feedback_pages(root, assignment))
+
+
 def write_lms_zip(root: Path, assignment: str) -> tuple[Path, int]:
     """exports/feedback-<assignment>.zip: <student>/<notebook>.html for every learner with feedback: the pages the
     course rendered, nothing else of the learner's folder, no link followed."""
@@ -105,6 +117,29 @@ def write_lms_zip(root: Path, assignment: str) -> tuple[Path, int]:
             zf.write(page, f"{page.parent.parent.name}/{page.name}")
     scratch.replace(out)  # a half-written zip never stands where the LMS upload is taken from
     return out, len(pages)
+
+
+def failed_learners(log: str) -> dict[str, str]:
+    """The learners nbgrader's generate_feedback could not render, from its log: {student: the error's last line}.
+
+    nbgrader carries on past a notebook that raises (it removes that learner's feedback folder), logs the path
+    and the traceback (indented, after a log line of its own), and names the learner at the end."""
+    reasons, named, block = {}, set(), None
+    for line in log.splitlines():
+        if m := _NAMED.search(line):
+            named.add(m.group(1))
+        if m := _FAILED_AT.search(line):
+            block = Path(m.group(1).strip()).parent.name
+            reasons[block] = ""
+        elif line.startswith("[") and "Traceback (most recent call last)" not in line:
+            block = None
+        elif block is not None and line.strip() and not line.strip().startswith(("^", "~")):
+            reasons[block] = line.strip()  # the last line of the traceback is the error
+    return {s: printable(reasons.get(s) or "see nbgrader's log")[:300] for s in named}
+
+
+_FAILED_AT = re.compile(r"\| ERROR\] There was an error processing assignment: (.+)$")
+_NAMED = re.compile(r"\| ERROR\] There was an error processing assignment '.*' for student '(.+)'$")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     for assignment in done:
         command = nbgrader_command("generate_feedback", assignment, "--force", "--log-level=ERROR", root=root)
         res = subprocess.run(command, cwd=root, env=grading_environment(), capture_output=True, text=True)
-        if res.returncode != 0:
+        # One learner's notebook that cannot be rendered ends that learner's feedback, named, never the class's:
+        # nbgrader goes on past it, and the others' pages and the LMS zip are written.
+        failed = failed_learners(res.stdout + res.stderr) if res.returncode != 0 else {}
+        graded = {p.parent.parent.name for p in base.glob(f"*/{assignment}/*.ipynb")}
+        unnamed = sorted(s for s in graded - set(failed) if not has_pages(root, s, assignment))
+        if res.returncode != 0 and (not failed or unnamed):  # nbgrader stopped for a reason of its own
             print(f"make feedback: {assignment} failed:\n{res.stdout}{res.stderr}", file=sys.stderr)
             status = 1
             continue
@@ -146,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         if completed:
             print(f"  {len(completed)} submission(s) had no secret or time from the exchange or a zip "
                   f"({', '.join(completed)}): written, so release_feedback can release them")
+        for student, reason in sorted(failed.items()):
+            print(f"make feedback: {assignment}: no feedback page for {printable(student)} ({reason}); every other "
+                  "learner's page is written and in the LMS zip", file=sys.stderr)
+            status = 1
     return status
 
 

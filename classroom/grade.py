@@ -26,11 +26,48 @@ import sys
 from pathlib import Path
 
 from classroom.grading import GradingUnavailable
-from classroom.intake import Problem, find_submissions, import_zip
+from classroom.intake import Problem, find_submissions
 from classroom.late import DeadlineError, read_deadlines
 from classroom.run import grade_class, open_grading
+from classroom.zip_import import import_zip
 from grader.autograde import grading_secret_file
 from grader.secret import GradingSecretError, read_or_create
+
+
+def unprivileged_grading(root: Path) -> str | None:
+    """Grading as a user other than root: each kernel in control groups of its own, below this user's delegated
+    group (joined first, from any shell, where the course's hub.toml names the instructor's), or the process limits
+    alone where GRADER_ISOLATION=process-limits asks for them by name; why grading must not start otherwise."""
+    from grader import cgroups
+    from grader.sandbox import isolation_problem
+
+    isolation = os.environ.get("GRADER_ISOLATION", "").strip() or "groups"
+    if os.environ.get("GRADER_OS_FENCE", "bwrap").strip() == "none":
+        return None  # the Python fence alone, asked for by name: grading says so as it starts
+    if isolation == "groups" and not cgroups.memory_isolation():
+        delegated = hub_control_groups(root)
+        refused = cgroups.join_delegated(delegated)
+        if delegated and not refused:
+            print(f"make grade: grading in {getpass.getuser()}'s control group on the course's hub")
+    why = isolation_problem(isolation)
+    if not why and isolation == "process-limits":
+        print(f"make grade: grading as {getpass.getuser()} with the process limits alone (GRADER_ISOLATION="
+              "process-limits): a kernel's memfd and shared memory do not count against its memory limit")
+    return why
+
+
+def hub_control_groups(root: Path) -> list[str]:
+    """The ``cgroup.procs`` files of the instructor's control group, as the course's hub.toml names them (make
+    hub-users writes it in the instructor's copy of the course); [] where there is none."""
+    import tomllib
+
+    try:
+        with (root / "hub.toml").open("rb") as fh:
+            found = tomllib.load(fh).get("control_groups", [])
+    except (OSError, ValueError):
+        return []
+    return [p for p in found if isinstance(p, str) and p.startswith("/sys/fs/cgroup/")] if isinstance(found, list) \
+        else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,18 +123,21 @@ def main(argv: list[str] | None = None) -> int:
     elif not secret_file:
         print("make grade: GRADING_SECRET_FILE=none: the hidden cases are the registry's, which every learner "
               "can draw from the repository")
-    if os.geteuid() != 0:
-        print(f"make grade: grading as {getpass.getuser()}, not root: each kernel has namespaces, a view and "
-              "limits of its own, but runs as this user and in no control group of its own (its memory limit "
-              "does not count its files in /tmp); grade as root (sudo make grade) for a user and control groups "
-              "per kernel")
+    if os.geteuid() != 0 and not args.scheduler:
+        why = unprivileged_grading(root)
+        if why:
+            print(f"make grade: {why}; nothing was graded", file=sys.stderr)
+            return 2
 
     problems: list[Problem] = []
     if args.zip is not None:
         if not args.zip.is_file():
             print(f"make grade: SUBMISSIONS={args.zip} does not exist or is not a file", file=sys.stderr)
             return 2
-        problems += import_zip(root, args.zip.resolve(), sources, deadlines.timezone)
+        imported = import_zip(root, args.zip.resolve(), sources, deadlines.timezone)
+        problems += imported.problems
+        for note in imported.notes:
+            print(f"make grade: {note}")
     if args.student:  # one learner's regrade (after a zip's import): every named learner has a submission
         have = {student for a in sources for student in find_submissions(root, a)}
         unknown = sorted(set(args.student) - have)

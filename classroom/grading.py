@@ -33,5 +33,9 @@ class Grading(Protocol):
         ``everyone``, the assignment's submitters, left as they are); returns (learner, why) for each that could not
         be graded."""
 
+    def peak_memory_mb(self) -> float | None:
+        """The largest memory one of this machine's grading processes reached (nbgrader, the judge; not the
+        kernels, which have limits of their own), in MiB; None where grading runs elsewhere."""
+
     def close(self) -> None:
         """Stop what it started."""

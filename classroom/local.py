@@ -13,7 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from classroom.batch import autograde_arguments, failed_students, grading_environment, kernel_threads, locked
+from classroom.batch import (
+    autograde_arguments,
+    failed_students,
+    grading_environment,
+    kernel_threads,
+    locked,
+    why_not_graded,
+)
 from grader import warm
 from grader.failures import printable
 from grader.nbgrader_processes import THREAD_VARIABLES, NbgraderProcesses
@@ -22,7 +29,7 @@ from grader.nbgrader_processes import THREAD_VARIABLES, NbgraderProcesses
 @dataclass
 class LocalGrading:
     """Grading on this machine: ``jobs`` long-lived nbgrader processes (:mod:`grader.nbgrader_processes`), each
-    grading one batch of learners at a time, nbgrader's start paid once per process for the whole run."""
+    grading one submission at a time, nbgrader's start paid once per process for the whole run."""
 
     root: Path
     jobs: int
@@ -50,21 +57,26 @@ class LocalGrading:
         """How this run grades, for the line printed per assignment."""
         return f"graded {self.jobs} at a time"
 
-    def grade(self, assignment: str, students: list[str], everyone: list[str]) -> list[tuple[str, str]]:
-        """Autograde ``students`` (the rest of ``everyone`` excluded); returns (learner, why) for what failed."""
-        batches = [students[i::self.jobs] for i in range(min(self.jobs, len(students)))]
-        threads = {name: str(kernel_threads(len(batches))) for name in THREAD_VARIABLES}
+    def peak_memory_mb(self) -> float | None:
+        """The largest memory one of the nbgrader processes reached so far, in MiB."""
+        return self._processes.peak_mb() if self._processes is not None else None
 
-        def grade_batch(batch: list[str]) -> subprocess.CompletedProcess:
-            argv = autograde_arguments(self.root, assignment, batch, everyone, self.timeout)
+    def grade(self, assignment: str, students: list[str], everyone: list[str]) -> list[tuple[str, str]]:
+        """Autograde ``students`` (``everyone`` else untouched), each submission a request of its own on the next free
+        nbgrader process: whatever one submission does to nbgrader ends its own request, never a classmate's.
+        Returns (learner, why) for what failed."""
+        del everyone  # each request names its learner: the rest of the class is never in its view
+        threads = {name: str(kernel_threads(min(self.jobs, len(students)))) for name in THREAD_VARIABLES}
+
+        def grade_one(student: str) -> subprocess.CompletedProcess:
+            argv = autograde_arguments(self.root, assignment, student, self.timeout)
             res = self._processes.run(argv, threads)
             return self._processes.run(argv, threads) if locked(res) else res
 
         failed = []
-        with ThreadPoolExecutor(max_workers=max(1, len(batches))) as pool:
-            for batch, res in zip(batches, pool.map(grade_batch, batches)):
-                failed += [(s, "nbgrader could not grade it (see its log above)")
-                           for s in failed_students(res, assignment, batch)]
-                if res.returncode != 0:
-                    print(printable(res.stdout + res.stderr), file=sys.stderr)
+        with ThreadPoolExecutor(max_workers=max(1, min(self.jobs, len(students)))) as pool:
+            for student, res in zip(students, pool.map(grade_one, students)):
+                if failed_students(res, assignment, [student]):
+                    failed.append((student, why_not_graded(res)))
+                    print(printable(res.stdout + res.stderr)[-8000:], file=sys.stderr)
         return failed

@@ -9,7 +9,6 @@ test cell, a dead kernel). The table shows every student's points per exercise.
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import nbformat
 
 from classroom.gradebook import gradebook_url, score_after_penalty
 from classroom.intake import Problem
+from classroom.text_out import csv_dict_writer, shown
 
 #: grades.csv: the score after any late penalty, the penalty, and the hours past the learner's due date
 CSV_COLUMNS = ["student_id", "assignment", "score", "max_score", "late_penalty", "hours_late", "status", "message"]
@@ -76,8 +76,10 @@ def write_csv(root: Path, out: Path, assignments: list[str], problems: list[Prob
                 if graded and late_s > 0:
                     status += f", late by {late_text(late_s)}"
                 found = bad.get((student, assignment), [])
-                if found:
-                    status = "not graded" + ("; earlier grade kept" if graded else "")
+                if found:  # an earlier grade stands where its autograded copy does (classroom.run.earlier_kept)
+                    earlier = graded and (root / "autograded" / student / assignment).is_dir()
+                    status = "not graded" + ("; earlier grade kept" if earlier else "")
+                    score = score if earlier else 0.0
                 messages = [p.reason for p in found] + notes.get((student, assignment), [])
                 rows.append({
                     "student_id": student,
@@ -91,7 +93,7 @@ def write_csv(root: Path, out: Path, assignments: list[str], problems: list[Prob
                     "cells": per_cell,
                 })
     with out.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        writer = csv_dict_writer(fh, fieldnames=CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     return rows
@@ -107,16 +109,18 @@ def late_text(seconds: float) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    """Per assignment: one line per student, one column per exercise (its test cell's points)."""
+    """Per assignment: one line per student, one column per exercise (its test cell's points). What a learner chose
+    (a folder's name, a message quoting it) is printed with its control characters as escapes (:func:`shown`)."""
     for assignment in sorted({r["assignment"] for r in rows}):
         mine = [r for r in rows if r["assignment"] == assignment]
         cells = sorted({c for r in mine for c in r["cells"]})
-        names = [c.removeprefix("test_") for c in cells]
-        width = max([len("student")] + [len(r["student_id"]) for r in mine])
+        names = [shown(c.removeprefix("test_")) for c in cells]
+        width = max([len("student")] + [len(shown(r["student_id"])) for r in mine])
         print(f"\n{assignment}")
         print(f"  {'student':<{width}}  " + "  ".join(f"{n:>{max(len(n), 5)}}" for n in names) + "   total  status")
         for r in mine:
             pts = [r["cells"].get(c) for c in cells]
-            shown = "  ".join(f"{('-' if p is None else f'{p:g}'):>{max(len(n), 5)}}" for p, n in zip(pts, names))
-            note = f"  ({r['message']})" if r["message"] else ""
-            print(f"  {r['student_id']:<{width}}  {shown}   {r['score']:>3}/{r['max_score']:<3} {r['status']}{note}")
+            points = "  ".join(f"{('-' if p is None else f'{p:g}'):>{max(len(n), 5)}}" for p, n in zip(pts, names))
+            note = f"  ({shown(r['message'], 600)})" if r["message"] else ""
+            total = f"{r['score']:>3}/{r['max_score']:<3}"
+            print(f"  {shown(r['student_id']):<{width}}  {points}   {total} {r['status']}{note}")

@@ -17,6 +17,7 @@ A submission's path, module by module (:func:`grade_class`):
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from classroom.intake import Problem, check_submission, find_submissions, needs_
 from classroom.late import Deadlines, apply_late_policy, grant_extensions
 from classroom.local import LocalGrading
 from classroom.report import notes_on, print_table, write_csv
+from classroom.text_out import shown
 
 
 def open_grading(root: Path, jobs: int, timeout: int | None, scheduler: str | None = None,
@@ -42,6 +44,47 @@ def open_grading(root: Path, jobs: int, timeout: int | None, scheduler: str | No
         grading = LocalGrading(root, jobs, timeout)
     grading.open()
     return grading
+
+
+#: where a learner's earlier autograded folder waits while they are regraded (put back if the regrade fails)
+EARLIER = ".autograded-earlier"
+
+
+@contextlib.contextmanager
+def earlier_kept(root: Path, assignment: str, students: list[str]):
+    """Each learner's earlier autograded folder of ``assignment``, set aside while ``students`` are graded: the
+    block names the learners whose grading failed in the list it is given, and theirs is put back (whatever the
+    failed grading left is removed); the others' are removed. A regrade that fails never costs the earlier
+    autograded copy (its feedback, its notes)."""
+    import shutil
+
+    kept = root / EARLIER / assignment
+    for student in students:
+        folder = root / "autograded" / student / assignment
+        aside = kept / student
+        if aside.exists():  # a run that stopped before putting it back: the earlier copy is this one
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
+        if folder.is_dir() and not folder.is_symlink():
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            folder.rename(aside)
+    failed: list[str] = []
+    try:
+        yield failed
+    finally:
+        for student in students:
+            aside = kept / student
+            if not aside.exists():
+                continue
+            folder = root / "autograded" / student / assignment
+            if student in failed or not folder.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+                aside.rename(folder)
+            else:
+                shutil.rmtree(aside, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            kept.rmdir()
+            kept.parent.rmdir()
 
 
 def grade_class(root: Path, sources: list[str], deadlines: Deadlines, grading: Grading, problems: list[Problem],
@@ -67,16 +110,18 @@ def grade_class(root: Path, sources: list[str], deadlines: Deadlines, grading: G
                 todo.append(student)
         if students:
             fresh = [s for s in todo if s in students]
-            print(f"{assignment}: regrading {', '.join(fresh) or 'nobody'} ({len(fresh)} of {len(submissions)} "
-                  "submission(s))")
+            who = shown(", ".join(fresh), 2000) or "nobody"
+            print(f"{assignment}: regrading {who} ({len(fresh)} of {len(submissions)} submission(s))")
         else:
             fresh = [s for s in todo if needs_grading(root, assignment, s)]
             print(f"{assignment}: {len(todo)} of {len(submissions)} submission(s) gradable, "
                   f"{len(fresh)} new or changed, {grading.describe()}")
         grant_extensions(root, assignment, todo, deadlines)
 
-        for student, why in grading.grade(assignment, fresh, list(submissions)):
-            problems.append(Problem(student, assignment, Path("submitted") / student / assignment, why))
+        with earlier_kept(root, assignment, fresh) as failed:
+            for student, why in grading.grade(assignment, fresh, list(submissions)):
+                problems.append(Problem(student, assignment, Path("submitted") / student / assignment, why))
+                failed.append(student)
         apply_late_policy(root, assignment, todo, deadlines)
         for student in todo:
             found_notes = notes_on(root, assignment, student)
@@ -91,8 +136,12 @@ def grade_class(root: Path, sources: list[str], deadlines: Deadlines, grading: G
     rows = write_csv(root, out, graded, problems, notes) if graded else []
     print_table(rows)
     print(f"\nwrote {out} ({len(rows)} rows)")
+    peak = grading.peak_memory_mb()
+    if peak:
+        print(f"grading's own processes reached {peak:.0f} MiB of memory at most (the kernels have limits of "
+              "their own)")
     for (student, assignment), found_notes in sorted(notes.items()):
-        print(f"  note: student '{student}', {assignment}: {'; '.join(found_notes)}")
+        print(f"  note: student '{shown(student)}', {assignment}: {shown('; '.join(found_notes), 2000)}")
     # grades.csv keeps every learner's status; a regrade of some learners reports and fails on theirs alone
     problems = [p for p in problems if not students or p.student in students]
     if problems:

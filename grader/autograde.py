@@ -9,8 +9,13 @@
   outside the submission's folder, no reads of the instructor's files, a
   check before every test cell that the checking functions were not
   replaced; :mod:`grader.kernel`), and keeps grading when a cell kills its
-  kernel: the cell scores zero, the kernel is restarted, the cells before it
-  are run again, and grading goes on. It judges the hidden tests itself, out
+  kernel, or runs past its time limit and ignores the interrupt (its kernel
+  is then stopped): the cell scores zero, a fresh kernel runs the cells
+  before it again, without it, and grading goes on. Each notebook has a
+  wall-clock budget (``notebook_seconds``; the cells past it are not run and
+  score zero), its outputs are bounded (:mod:`grader.bounds`: a flood is cut,
+  an error is always kept), and the static reading of its code runs within a
+  budget of its own (:mod:`grader.bounded`). It judges the hidden tests itself, out
   of the kernel's reach: a test cell's visible asserts run in the kernel, its
   hidden line (``check(slug, exercise, function)``) runs here, in the
   nbgrader process, where the cases are drawn and the reference's results
@@ -30,12 +35,15 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import time
 
 from nbformat.v4 import new_code_cell, new_output
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Enum, Integer, List, Unicode
 
+from .bounds import Budget, OutputKeeper
+from .canonical_cells import NOTES_KEY
 from .enclosure import KernelLimits, left_behind
 from .failures import MESSAGE, printable
 from .kernel import FencedKernelManager, KernelGone, TooSlow, fenced_manager, run_quietly
@@ -53,7 +61,19 @@ from .sandbox import KERNEL_STARTUP, PROLOGUE, fenced
 
 DELETED_MARK = "was deleted from this submission"
 KERNEL_DIED = "KernelDied"
+#: a cell that did not stop after its time limit and an interrupt: its kernel was stopped
+KERNEL_STUCK = "KernelStuck"
+#: a cell not run because the notebook's grading budget was spent
+BUDGET_SPENT = "GradingBudgetSpent"
+#: seconds a kernel has to answer after a cell past its limit was interrupted, before it is stopped
+STUCK_GRACE = 5.0
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class KernelStuck(RuntimeError):
+    """A cell past its time limit did not stop when interrupted: its kernel must be stopped."""
 
 
 class RestoreDeletedTests(NbGraderPreprocessor):
@@ -123,9 +143,17 @@ class GuardedExecute(Execute):
     os_fence = Unicode("bwrap", help="the OS fence around the grading kernel: 'bwrap' (bubblewrap: read-only system, "
                                      "no network, the instructor's files out of view) or 'none' (the Python fence "
                                      "alone)").tag(config=True)
+    isolation = Enum(["groups", "process-limits"], "groups",
+                     help="how each grading kernel's resources are held: 'groups' (a control group of its own for "
+                          "memory, tasks and CPU: as root, or below a group delegated to the grading user; grading "
+                          "refuses where none can be made) or 'process-limits' (the process limits alone, asked "
+                          "for by name: a kernel's memfd and shared memory uncounted)").tag(config=True)
     secret_file = Unicode("", help="the course's grading secret (grader/secret.py): each learner's hidden cases are "
                                    "drawn from a seed derived from it, created there if missing, and hidden from "
                                    "the kernel; empty: the registry's fixed seeds").tag(config=True)
+    notebook_seconds = Integer(600, help="wall-clock seconds for grading one notebook, its cells and its hidden tests "
+                                         "(0: no bound). The cells stop at the budget less a quarter of it, which "
+                                         "is kept for the hidden tests of what ran").tag(config=True)
     shutdown_kernel = Enum(["graceful", "immediate"], "immediate",
                            help="how the kernel stops after the last cell: 'immediate' (its state is thrown away; "
                                 "a graceful stop waits 1.5-2.5 s per notebook for its exit hooks)").tag(config=True)
@@ -162,7 +190,7 @@ class GuardedExecute(Execute):
             with fenced(scratch, self.course_root or os.getcwd(), public_dirs=list(self.public_dirs),
                         closed_dirs=list(self.closed_dirs), memory_mb=self.memory_mb, os_fence=self.os_fence,
                         private_dirs=list(self.private_dirs) + ([self.secret_file] if self.secret_file else []),
-                        limits=self.limits()) as fence:
+                        limits=self.limits(), isolation=self.isolation) as fence:
                 self._fence_dir, self._exchange = fence.fence_dir, fence.exchange
                 self.kernel_manager_class = fenced_manager(fence, private)
                 mine = ("--HistoryManager.enabled", "--IPKernelApp.exec_lines")
@@ -174,6 +202,11 @@ class GuardedExecute(Execute):
                 self._died_at: set[int] = set()
                 self._static: dict[str, dict] = {}  # what the submission's source shows, per assignment, read once
                 self._pending: list[tuple[int, tuple[str, str, str]]] = []  # hidden tests, judged after the last cell
+                self._budget = Budget.starting(self.notebook_seconds)
+                self._kept, self._cut_said = OutputKeeper(), set()
+                for note in nb.metadata.pop(NOTES_KEY, None) or []:  # what CanonicalCells did, read before
+                    if isinstance(note, str):
+                        self._note(printable(note)[:300])
                 return super().preprocess(nb, resources, km=km)
         finally:
             metadata["path"] = workdir
@@ -231,6 +264,9 @@ class GuardedExecute(Execute):
             if cell.cell_type == "code":
                 cell.outputs = []
             return cell
+        if cell.cell_type == "code" and self._budget.cells_left() <= 0:
+            self._not_run(cell, cell_index)
+            return cell
         try:
             judged = hidden_check(cell.source) if is_test_cell(cell) else None
             if judged is None:
@@ -250,24 +286,91 @@ class GuardedExecute(Execute):
             self._kernel_died(cell, cell_index)
             await self._restart_and_replay(cell_index)
             return cell
+        except KernelStuck:
+            self._kernel_died(cell, cell_index, stuck=True)
+            await self._restart_and_replay(cell_index)
+            return cell
 
-    def _kernel_died(self, cell, cell_index: int, during: str = "while running this cell") -> None:
-        """The cell's output when the kernel died: why, where the grader knows it (a limit it went over)."""
-        why = self._why_the_kernel_died()
-        self.log.error("the kernel died in cell %d (%s)%s; restarting it", cell_index, grade_id(cell),
-                       f": it {why}" if why else "")
+    def _not_run(self, cell, cell_index: int) -> None:
+        """A code cell past the notebook's budget: not run, an error in its place (a test cell scores zero)."""
+        if not getattr(self, "_budget_noted", False):
+            self._budget_noted = True
+            self._note(f"the notebook's grading budget of {self.notebook_seconds} s was spent before cell "
+                       f"{grade_id(cell) or cell_index + 1}: it and the cells after it were not run (scored zero)")
+        cell.outputs = [new_output("error", ename=BUDGET_SPENT, evalue=(
+            f"not run: grading this notebook took longer than its budget of {self.notebook_seconds} s; this cell "
+            "scores zero"), traceback=[f"{BUDGET_SPENT}: not run, the notebook's grading budget was spent"])]
+
+    def _get_timeout(self, cell):
+        """The cell's time limit, and never past the time the notebook's cells have left (at least a second)."""
+        timeout = super()._get_timeout(cell)
+        left = self._budget.cells_left() if hasattr(self, "_budget") else float("inf")
+        if left == float("inf"):
+            return timeout
+        return max(1, int(min(timeout or left, left)))
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        """nbclient interrupts a cell past its time limit; a cell that ignores the interrupt would keep the kernel
+        busy for every later cell. So the kernel is asked to answer an empty request within :data:`STUCK_GRACE`
+        seconds: requests are answered in order, so no answer means the cell is still running, and
+        :class:`KernelStuck` has the kernel stopped (:meth:`_execute_cell`)."""
+        import queue
+
+        from nbclient.util import ensure_async
+
+        reply = await super()._async_handle_timeout(timeout, cell)
+        probe = self.kc.execute("", silent=True, store_history=False)
+        deadline = time.monotonic() + STUCK_GRACE
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KernelStuck(f"the cell ran past its limit of {timeout} s and did not stop when interrupted")
+            try:
+                msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=left))
+            except queue.Empty:
+                continue
+            if msg.get("parent_header", {}).get("msg_id") == probe:
+                return reply
+
+    def process_message(self, msg, cell, cell_index):
+        """nbclient's handling of a kernel message, within the notebook's output bounds (:class:`OutputKeeper`): an
+        output past them is dropped, and the cell says so once; widgets' messages are not kept."""
+        kind = msg.get("msg_type", "")
+        if kind.startswith("comm"):
+            return None  # a widget's state is not graded work: never kept
+        if kind in ("stream", "display_data", "execute_result", "update_display_data", "error"):
+            if not self._kept.admit(kind, msg.get("content", {}), cell_index):
+                if cell_index not in self._cut_said:
+                    self._cut_said.add(cell_index)
+                    self._note(f"cell {grade_id(cell) or cell_index + 1} printed more than the course keeps: its "
+                               "output was cut")
+                    cell.outputs.append(new_output("stream", name="stderr", text=(
+                        "\n[output cut here: this cell printed more than the course keeps of a cell "
+                        f"({self._kept.bounds.cell_bytes >> 20} MiB, {self._kept.bounds.notebook_bytes >> 20} MiB "
+                        "for the whole notebook); the rest was not kept]\n")))
+                return None
+        return super().process_message(msg, cell, cell_index)
+
+    def _kernel_died(self, cell, cell_index: int, during: str = "while running this cell", stuck: bool = False) -> None:
+        """The cell's output when the kernel died, or was stopped because it would not stop (``stuck``): why,
+        where the grader knows it (a limit it went over)."""
+        why = ("did not stop within its time limit, even when interrupted, and was stopped" if stuck
+               else self._why_the_kernel_died())
+        self.log.error("the kernel %s in cell %d (%s)%s; restarting it", "was stopped" if stuck else "died",
+                       cell_index, grade_id(cell), f": it {why}" if why else "")
         if why:
-            self._note(f"the kernel {why}, in cell {grade_id(cell) or cell_index}")
+            self._note(f"the kernel {why}, in cell {grade_id(cell) or cell_index + 1}")
         tail = getattr(getattr(self.km, "output", None), "text", lambda: "")()
         if tail.strip():
             self.log.info("the kernel's own output, last lines:\n%s", tail[-2000:])
         self._died_at.add(cell_index)
         reason = (f"the kernel {why}" if why else
                   "the kernel died (sys.exit in a thread, os._exit, a crash, or memory)")
+        ename = KERNEL_STUCK if stuck else KERNEL_DIED
         cell.outputs = [o for o in cell.outputs if during != "while running this cell"] + [new_output(
-            "error", ename=KERNEL_DIED,
-            evalue=f"{reason} {during}: this cell scores zero, and grading went on in a fresh kernel",
-            traceback=[f"{KERNEL_DIED}: {reason} {during}"],
+            "error", ename=ename,
+            evalue=f"{reason} {during}: this cell scores zero, and grading went on in a fresh kernel without it",
+            traceback=[f"{ename}: {reason} {during}"],
         )]
 
     def _why_the_kernel_died(self) -> str:
@@ -328,7 +431,12 @@ class GuardedExecute(Execute):
         loop = asyncio.get_running_loop()
 
         def run(code: str) -> None:
-            asyncio.run_coroutine_threadsafe(run_quietly(self.kc, self.km, code, self.timeout or 60), loop).result()
+            left = self._budget.left()
+            if left <= 1:
+                raise TooSlow(f"the notebook's grading budget of {self.notebook_seconds} s was spent before your "
+                              "function was called: this exercise scores zero")
+            limit = min(self.timeout or 60, left)
+            asyncio.run_coroutine_threadsafe(run_quietly(self.kc, self.km, code, limit), loop).result()
 
         found = self._findings(slug).get(exercise)
         if found:  # the source shows code that could switch the checks off, or a forbidden routine: nothing runs
@@ -362,11 +470,21 @@ class GuardedExecute(Execute):
 
     def _findings(self, slug: str) -> dict:
         """What the submission's source shows, per exercise of the assignment (read once per notebook)."""
+        from .bounded import OverBudget, run_bounded
+        from .bounds import STATIC_READING
         from .registry import assignments
-        from .static import assignment_findings
+        from .static import Finding, assignment_findings
 
         if slug not in self._static:
-            self._static[slug] = assignment_findings(learner_code(cells_of(self.nb)), assignments()[slug])
+            try:
+                self._static[slug] = run_bounded(assignment_findings, learner_code(cells_of(self.nb)),
+                                                 assignments()[slug], memory_mb=STATIC_READING.memory_mb,
+                                                 seconds=STATIC_READING.seconds)
+            except OverBudget as exc:  # code the grader cannot read within its budget: nothing of it is judged
+                self._note(f"its code could not be read within the grader's budget ({exc}): every exercise of it "
+                           "scored zero")
+                unread = [Finding(0, 0, f"could not be read within the grader's budget ({exc})")]
+                self._static[slug] = {ex.name: unread for ex in assignments()[slug].exercises}
         return self._static[slug]
 
     def execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
@@ -375,18 +493,35 @@ class GuardedExecute(Execute):
         return run_sync(self.async_execute_cell)(cell, cell_index, execution_count, store_history)
 
     async def _restart_and_replay(self, upto: int) -> None:
+        """A fresh kernel, the cells before ``upto`` run again in it (but those that killed or stuck a kernel, the
+        test cells and Check your work), and the functions of the hidden tests still to judge kept again. A cell
+        that is stuck on its replay is left out too, and the replay starts over without it."""
         from nbclient.util import ensure_async
 
-        await ensure_async(self.km.restart_kernel(now=True))
-        self.kc.stop_channels()
-        self.kc = self.km.client()
-        await ensure_async(self.kc.start_channels())
-        await ensure_async(self.kc.wait_for_ready(timeout=self.startup_timeout))
-        for i, earlier in enumerate(self.nb.cells[:upto]):  # restore the state the next cells expect
-            if earlier.cell_type != "code" or i in self._died_at or is_test_cell(earlier) or is_check_cell(earlier):
+        while True:
+            await ensure_async(self.km.restart_kernel(now=True))
+            self.kc.stop_channels()
+            self.kc = self.km.client()
+            await ensure_async(self.kc.start_channels())
+            await ensure_async(self.kc.wait_for_ready(timeout=self.startup_timeout))
+            try:
+                for i, earlier in enumerate(self.nb.cells[:upto]):  # restore the state the next cells expect
+                    if (earlier.cell_type != "code" or i in self._died_at or is_test_cell(earlier)
+                            or is_check_cell(earlier)):
+                        continue
+                    if self._budget.cells_left() <= 0:
+                        break
+                    replaying = i
+                    msg_id = await ensure_async(self.kc.execute(earlier.source, store_history=False, silent=True))
+                    await self.async_wait_for_reply(msg_id, earlier)
+            except KernelStuck:
+                self._died_at.add(replaying)
+                self._note(f"cell {grade_id(self.nb.cells[replaying]) or replaying + 1} did not stop when it was run "
+                           "again in a fresh kernel: left out of the replay")
                 continue
-            msg_id = await ensure_async(self.kc.execute(earlier.source, store_history=False, silent=True))
-            await self.async_wait_for_reply(msg_id, earlier)
+            break
+        for _, (_, _, function) in self._pending:
+            await self._capture(function)
 
 
 def _kernel_ends(private: str) -> list[dict]:

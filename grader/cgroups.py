@@ -17,10 +17,15 @@ runs, and removes it when the kernel has ended. What a group bounds:
 Both cgroup versions are read: version 1 (one hierarchy per controller, as on
 these machines: ``/sys/fs/cgroup/memory``, ``/pids``, ``/cpu``) and version 2
 (one hierarchy, where the controllers must be enabled in the parent's
-``cgroup.subtree_control``). Where no controller can be used (no cgroup file
-system, not root, or nothing delegated), :func:`make_run_group` returns None and
-the kernel's process limits (:mod:`grader.enclosure`) stand alone; the grader
-says which limits hold (:func:`describe`).
+``cgroup.subtree_control``). Groups are made as root, or as another user below
+a group delegated to that user (its folder theirs to write: the course's hub
+delegates the instructor's). Where no controller can be used (no cgroup file
+system, or nothing delegated), :func:`make_run_group` returns None; the
+kernel's process limits (:mod:`grader.enclosure`) would stand alone, which do
+not count a kernel's memfd or shared memory, so grading refuses unless the
+instructor asks for that mode by name (``GRADER_ISOLATION=process-limits``,
+:data:`grader.sandbox.ISOLATIONS`); the grader says which limits hold
+(:func:`describe`).
 """
 
 from __future__ import annotations
@@ -79,9 +84,9 @@ def _own_paths() -> dict[str, str]:
 
 
 def hierarchies() -> list[Hierarchy]:
-    """The hierarchies where this process may make groups for :data:`CONTROLLERS` (none when not root)."""
-    if os.geteuid() != 0:
-        return []
+    """The hierarchies where this process may make groups for :data:`CONTROLLERS`: as root, below its own group; as
+    another user, where its own group was delegated to it (its folder is the user's to write, as systemd gives a
+    user's unit, or the course's hub gives its instructor)."""
     own = _own_paths()
     found: list[Hierarchy] = []
     covered: set[str] = set()
@@ -131,6 +136,23 @@ class RunGroup:
         if not plan:
             return None
         return cls(plan["name"], [Hierarchy(v, tuple(c), b) for v, c, b in plan["places"]])
+
+
+def memory_isolation() -> bool:
+    """Whether each kernel can have a memory group of its own here (its memfd and shared memory counted)."""
+    return any("memory" in h.controllers for h in hierarchies())
+
+
+def join_delegated(procs_files: list[str]) -> list[str]:
+    """This process into the control groups ``procs_files`` name (their ``cgroup.procs``), where it may write them
+    (a group delegated to this user); the files it could not join, with why."""
+    refused = []
+    for path in procs_files:
+        try:
+            join([path])
+        except OSError as exc:
+            refused.append(f"{path} ({exc.strerror})")
+    return refused
 
 
 def make_run_group() -> RunGroup | None:

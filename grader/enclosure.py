@@ -166,6 +166,13 @@ def drop_capabilities() -> None:
         raise OSError(f"capabilities left after dropping them: {caps}")
 
 
+def first_for_the_oom_killer() -> None:
+    """The kernel is the first process the machine stops when memory runs out, before the grader and its other
+    kernels (any process may raise its own score; only a privileged one may lower it again)."""
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+
+
 def set_limits(limits: KernelLimits) -> None:
     """The process limits the kernel and everything it starts inherit (and cannot raise)."""
     def cap(which: int, value: int) -> None:
@@ -430,6 +437,12 @@ def _middle(plan, own, limits, uid, procs, mapped, from_caller, to_caller, repor
     """Between the caller and the kernel: joins the control group, makes the namespaces, takes the kernel's user,
     forks the kernel (process 1 of the new PID namespace), and ends with its status."""
     die_with_parent()
+    if not mapped:
+        # a process that is not dumpable (the warm process's children are not) has its /proc files owned by
+        # root, so it could not write its own score or maps: this one holds nothing to read, and the kernel is its
+        # child
+        _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+    first_for_the_oom_killer()  # the kernel inherits it
     cgroups.join(procs)
     outside_uid, outside_gid = os.getuid(), os.getgid()  # read before unshare: after it, they are unmapped
     _check(_libc.unshare(_NAMESPACES | (_CLONE_NEWCGROUP if procs else 0)), "unshare")
@@ -440,10 +453,7 @@ def _middle(plan, own, limits, uid, procs, mapped, from_caller, to_caller, repor
         os.setgroups([])
         os.setresgid(0, 0, 0)
         os.setresuid(0, 0, 0)
-    else:  # not root: the namespace's root is the grader's own user
-        # a process that is not dumpable (the warm process's children are not) has its /proc files owned by
-        # root, so it could not write its own maps: this one holds nothing to read, and the kernel is its child
-        _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+    else:  # not root: the namespace's root is the grader's own user (made dumpable above, to write its maps)
         with open("/proc/self/setgroups", "w") as f:
             f.write("deny")
         for name, outside in (("uid_map", outside_uid), ("gid_map", outside_gid)):

@@ -125,8 +125,11 @@ class FencedKernelManager(AsyncKernelManager):
         return [sys.executable, "-S", "-m", "grader.warm", "launch", spec, "--", *kernel_args]
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
+        from .warm import kernel_environment
+
         self.output = Output()
         kw.update(stdin=subprocess.DEVNULL, stdout=self.output.fd, stderr=self.output.fd)
+        kw["env"] = kernel_environment(kw.get("env") or os.environ)  # an allowlist: nothing else of the grader's
         try:
             await super()._async_launch_kernel(kernel_cmd, **kw)
         finally:

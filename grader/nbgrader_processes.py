@@ -204,6 +204,8 @@ class NbgraderProcess:
     _requests: object = field(default=None, repr=False)
     _replies: object = field(default=None, repr=False)
     _log: Path | None = field(default=None, repr=False)
+    #: the largest resident memory any of this object's processes reached, in KiB (read after each request)
+    peak_kib: int = 0
 
     def _start(self) -> None:
         req_read, req_write = os.pipe()
@@ -250,10 +252,11 @@ class NbgraderProcess:
         if not line:  # the process died with the request: as a command that crashed, and the next one is fresh
             code = self._proc.wait()
             self.close()
-            done = subprocess.CompletedProcess(argv, code or 1, printed,
-                                               f"the nbgrader process grading this batch died (exit status {code})")
-            done.failed = None  # not known: the whole batch failed
+            done = subprocess.CompletedProcess(
+                argv, code or 1, printed, f"the nbgrader process grading this submission died (exit status {code})")
+            done.failed = None  # not known: the whole request failed
             return done
+        self.peak_kib = max(self.peak_kib, _peak_kib(self._proc.pid))
         reply = json.loads(line)
         done = subprocess.CompletedProcess(argv, int(reply["returncode"]), printed, "")
         done.failed = [tuple(pair) for pair in reply.get("failed", [])]
@@ -313,11 +316,27 @@ class NbgraderProcesses:
         finally:
             self._free.put(process)
 
+    def peak_mb(self) -> float:
+        """The largest resident memory one of the processes reached, in MiB (after the requests so far)."""
+        return max((p.peak_kib for p in self._all), default=0) / 1024
+
     def close(self) -> None:
         for process in self._all:  # all asked first: they end together
             process.stop()
         for process in self._all:
             process.close()
+
+
+def _peak_kib(pid: int) -> int:
+    """A process's peak resident memory (VmHWM), in KiB; 0 if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,6 +61,26 @@ ENV_VAR = "COURSE_GRADING_SANDBOX"
 KERNEL_STARTUP = "import grader.sandbox as _sandbox; _sandbox.install_from_env()"
 #: the OS fences the grader knows: bubblewrap, or none (the Python fence alone)
 OS_FENCES = ("bwrap", "none")
+#: how each kernel's resources are held: control groups of its own (as root, or below a group delegated to the
+#: grading user), or, asked for by name, the process limits alone (a kernel's memfd and shared memory uncounted)
+ISOLATIONS = ("groups", "process-limits")
+
+
+def isolation_problem(isolation: str) -> str | None:
+    """Why grading must not start with this ``isolation`` here (None: it may)."""
+    import getpass
+
+    from .cgroups import memory_isolation
+
+    if isolation not in ISOLATIONS:
+        return f"GRADER_ISOLATION={isolation!r} is not one the grader knows: use one of {list(ISOLATIONS)}"
+    if isolation == "groups" and not memory_isolation():
+        return (f"grading as {getpass.getuser()}, with no control group of this user's own to give each kernel its "
+                "memory (a kernel's memfd or shared memory would not count against its limit, and the machine could "
+                "stop the grader instead of the kernel): grade as root (sudo make grade), or on the course's hub "
+                "(its instructor's group is delegated), or ask for the process limits alone by name: "
+                "GRADER_ISOLATION=process-limits")
+    return None
 #: secrets under the home folder the kernel must not see (hidden even where the home folder stays readable)
 HOME_SECRETS = (".pgpass", ".pg_service.conf", ".ssh", ".netrc", ".jupyter", ".local/share/jupyter/runtime", ".aws",
                 ".config/gcloud", ".docker", ".git-credentials", ".gnupg")
@@ -100,7 +120,8 @@ class Enclosure:
 
 
 def is_secret(name: str) -> bool:
-    """An environment variable the kernel must not inherit (a database URL, a password, a token...)."""
+    """A variable an nbgrader process of a cluster worker must not inherit (a database URL, a password, a token...):
+    a second line there; the kernel's own environment is :func:`kernel_environment`'s allowlist."""
     upper = name.upper()
     return (upper in ("GRADEBOOK_URL", "DATABASE_URL", "JUPYTER_TOKEN") or upper.startswith("PG")
             or any(w in upper for w in ("PASSWORD", "SECRET", "TOKEN", "CREDENTIAL", "API_KEY")))
@@ -136,7 +157,7 @@ def installed_closed() -> list[str]:
 @contextlib.contextmanager
 def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dirs: list[str],
            memory_mb: int | None, os_fence: str, private_dirs: list[str] = (),
-           limits=None) -> Iterator[Enclosure]:
+           limits=None, isolation: str = "groups") -> Iterator[Enclosure]:
     """Both fences' settings for the kernel of one submission, in the environment it inherits, secrets out of it.
 
     Args:
@@ -150,6 +171,7 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
             Python environment and the public folders is in view anyway.
         memory_mb: the kernel's memory limit (None or 0: none).
         os_fence: one of :data:`OS_FENCES`.
+        isolation: one of :data:`ISOLATIONS` (with the OS fence: refused where it cannot hold, naming why).
         limits: the kernel's limits (:class:`grader.enclosure.KernelLimits`; by default ``memory_mb`` and the
             defaults of the rest).
     """
@@ -188,7 +210,11 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
         uid = kernel_uid() if mapped else None
         settings["kernel_uid"] = uid
         settings["private_roots"] = settings["private_roots"] + [fence_dir]
-        group = warm.run_group() if mapped else None
+        group = warm.run_group()  # as root, or below a group delegated to this user
+        if group is None and not mapped:
+            why = isolation_problem(isolation)
+            if why:
+                raise RuntimeError(why)
         plan = {"cover": ["/tmp", root], "readable": settings["public_roots"], "work_root": warm.work_root(),
                 "fence_root": root, "privileged": mapped, "group": group, "env_var": ENV_VAR,
                 "kernel_modules": list(KERNEL_MODULES)}
@@ -210,7 +236,7 @@ def fenced(workdir: str, course_root: str, *, public_dirs: list[str], closed_dir
         from . import warm
 
         if warm.enabled():  # the warm process: this view of the machine, every submission's scratch folder
-            socket_path = warm.warm_socket(bwrap, plan, dict(os.environ))
+            socket_path = warm.warm_socket(bwrap, plan, warm.kernel_environment(os.environ))
     os.environ[ENV_VAR] = json.dumps(settings)
     try:
         yield Enclosure(bwrap, fence_dir, exchange, socket_path, plan, uid)

@@ -50,6 +50,25 @@ LOAD_TIME_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILIT
 #: what every grading kernel's environment says, whoever started it
 KERNEL_ENVIRONMENT = {"TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/ipython", "JPY_PARENT_PID": "0", "HOME": "/tmp",
                       "USER": "grading-kernel", "LOGNAME": "grading-kernel"}
+#: what of the grader's environment a grading kernel inherits, by name: an allowlist, so that no password, token or
+#: database URL reaches it under any name (MYSQL_PWD did, past a filter of names); the kernel's own (HOME, TMPDIR,
+#: USER...) are set where it starts (:data:`KERNEL_ENVIRONMENT`)
+KERNEL_VARIABLES = frozenset({
+    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "COURSE_GRADING_SANDBOX",  # the fence's settings (grader.sandbox.ENV_VAR)
+    "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING",
+    "PYTHONWARNINGS", "PYDEVD_DISABLE_FILE_VALIDATION", "MPLBACKEND",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "ATEN_CPU_CAPABILITY", "CUDA_VISIBLE_DEVICES",
+})
+#: and every variable starting with one of these (the locale's categories)
+KERNEL_PREFIXES = ("LC_",)
+
+
+def kernel_environment(env) -> dict[str, str]:
+    """The part of ``env`` a grading kernel inherits: the names of :data:`KERNEL_VARIABLES` and
+    :data:`KERNEL_PREFIXES`, nothing else."""
+    return {k: v for k, v in env.items() if k in KERNEL_VARIABLES or k.startswith(KERNEL_PREFIXES)}
+
+
 #: the signals the launcher passes on to the kernel
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -235,7 +254,7 @@ def _become_kernel(request: dict, fds: list[int], how: str) -> int:
 
     os.chdir(request["cwd"])
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(kernel_environment(request["env"]))  # the launcher's is allowlisted already: again, here
     os.environ.update(KERNEL_ENVIRONMENT)
     os.environ[STARTED] = how
     sys.argv = [sys.executable, *request["args"]]

@@ -115,3 +115,19 @@ def make_book_environment(tripwire: str) -> dict[str, str]:
            if k not in ("EXECUTE", "COURSE_BOOK_EXECUTE", "BOOK_OUT", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     env["JUPYTER_PATH"] = os.pathsep.join(p for p in (tripwire, os.environ.get("JUPYTER_PATH")) if p)
     return env
+
+
+#: the number of examples each fuzzer draws: small in `make test`, as many as `make fuzz FUZZ_EXAMPLES=N` asks
+FUZZ_EXAMPLES = "FUZZ_EXAMPLES"
+
+
+def fuzz_settings(in_the_suite: int):
+    """hypothesis's settings for a fuzzer: ``in_the_suite`` examples in `make test`, ``FUZZ_EXAMPLES`` under
+    `make fuzz`; no deadline (a grading run takes seconds); a failure prints the blob that replays it
+    (``@reproduce_failure``), and `make fuzz FUZZ_SEED=N` replays a whole run."""
+    from hypothesis import HealthCheck, settings
+
+    examples = int(os.environ.get(FUZZ_EXAMPLES, "").strip() or in_the_suite)
+    return settings(max_examples=examples, deadline=None, print_blob=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])

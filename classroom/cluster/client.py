@@ -99,6 +99,10 @@ class ClusterGrading:
     def warm_up(self) -> None:
         """Nothing to start here: the workers are up already (LocalGrading starts its nbgrader processes)."""
 
+    def peak_memory_mb(self) -> float | None:
+        """Grading runs on the workers: nothing of it here."""
+        return None
+
     def close(self) -> None:
         """Disconnect from the scheduler (the workers go on)."""
         if self.client is not None:

@@ -142,7 +142,7 @@ class WorkerGrading:
                     path.touch(mode=0o600)
                     path.write_bytes(secret)
                     secret_file = str(path)
-                res = self.process.run(autograde_arguments(self.course, assignment, [student], [student], timeout),
+                res = self.process.run(autograde_arguments(self.course, assignment, student, timeout),
                                        threads={}, environment={"GRADING_SECRET_FILE": secret_file})
                 done = self.course / "autograded" / student / assignment
                 out = {p.relative_to(done).as_posix(): p.read_bytes() for p in sorted(done.rglob("*"))

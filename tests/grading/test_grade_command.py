@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import shutil
 
 import pytest
@@ -56,99 +55,6 @@ def test_a_binary_file_is_explained(tmp_path):
     path = tmp_path / "a.ipynb"
     path.write_bytes(b"\xff\xfe\x00garbage")
     assert "not UTF-8" in intake.check_notebook(path)
-
-
-# ---------------------------------------------------------------- a learning-management system's zip export
-def _zip(path, files: dict[str, bytes]):
-    import zipfile
-
-    with zipfile.ZipFile(path, "w") as zf:
-        for name, data in files.items():
-            zf.writestr(name, data)
-    return path
-
-
-def test_a_zip_export_lands_one_folder_per_student(course, tmp_path):
-    good = (ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes()
-    archive = _zip(tmp_path / "export.zip", {
-        "export/alice/attention.ipynb": good,
-        "export/bob/02-attention/attention.ipynb": good,
-        "export/carol/Attention (1).ipynb": good,
-        "export/dave/attention.ipynb": b"{ broken",
-        "export/__MACOSX/._junk": b"",
-    })
-    problems = intake.import_zip(course, archive, ["02-attention", "04-normalization"])
-    assert (course / "submitted" / "alice" / "02-attention" / "attention.ipynb").read_bytes() == good
-    assert (course / "submitted" / "bob" / "02-attention" / "attention.ipynb").read_bytes() == good
-    assert not (course / "submitted" / "carol").exists() and not (course / "submitted" / "dave").exists()
-    reasons = {p.student: p.reason for p in problems}
-    assert set(reasons) == {"carol", "dave"}
-    assert "wrong file name 'Attention (1).ipynb'" in reasons["carol"] and "attention.ipynb" in reasons["carol"]
-    assert "not valid JSON" in reasons["dave"]
-
-
-def test_a_broken_resubmission_in_a_zip_never_overwrites_the_good_one(course, tmp_path):
-    good = (ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes()
-    intake.import_zip(course, _zip(tmp_path / "a.zip", {"alice/attention.ipynb": good}), ["02-attention"])
-    problems = intake.import_zip(course, _zip(tmp_path / "b.zip", {"alice/attention.ipynb": b"{"}), ["02-attention"])
-    assert (course / "submitted" / "alice" / "02-attention" / "attention.ipynb").read_bytes() == good
-    assert len(problems) == 1 and "earlier submission was kept" in problems[0].reason
-
-
-def test_unsafe_paths_in_a_zip_are_left_out(course, tmp_path):
-    good = (ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes()
-    problems = intake.import_zip(course, _zip(tmp_path / "evil.zip", {"../../attention.ipynb": good}), ["02-attention"])
-    assert problems and "unsafe path" in problems[0].reason
-    assert not (tmp_path.parent / "attention.ipynb").exists()
-
-
-def _entry(name: str, when: tuple, extended_utc: int | None = None):
-    import struct
-    import zipfile
-
-    info = zipfile.ZipInfo(name, date_time=when)
-    if extended_utc is not None:  # Info-ZIP's extended timestamp: flags (mtime present), then a Unix time
-        info.extra = struct.pack("<HHBi", 0x5455, 5, 1, extended_utc)
-    return info
-
-
-def test_a_zip_import_dates_each_submission_and_gives_it_a_release_secret(course, tmp_path):
-    """Each submission gets nbgrader's timestamp.txt (the late policy reads it) and submission_secret.txt
-    (release_feedback names the feedback page by it): the zip's file time read in the course's zone, the
-    exact UTC time where the zip records one, or the student's own timestamp.txt; an unchanged
-    resubmission keeps both, a changed one gets its new time and keeps its secret."""
-    import zipfile
-
-    good = (ROOT / "solutions" / "02-attention" / "attention.ipynb").read_bytes()
-    archive = tmp_path / "export.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr(_entry("export/alice/attention.ipynb", (2026, 12, 4, 23, 30, 0)), good)
-        zf.writestr(_entry("export/bob/attention.ipynb", (2026, 12, 4, 23, 30, 0), extended_utc=1_796_000_000),
-                    good)
-        zf.writestr(_entry("export/carol/02-attention/attention.ipynb", (2026, 12, 4, 23, 30, 0)), good)
-        zf.writestr("export/carol/02-attention/timestamp.txt", "2026-12-03 10:00:00.5 UTC")
-        zf.writestr(_entry("export/dave/attention.ipynb", (2026, 12, 4, 23, 30, 0)), good)
-        zf.writestr("export/dave/timestamp.txt", "the fourth of December")
-    problems = intake.import_zip(course, archive, ["02-attention"], zone="Europe/Berlin")
-    folder = {s: course / "submitted" / s / "02-attention" for s in ("alice", "bob", "carol", "dave")}
-    stamp = {s: (f / "timestamp.txt").read_text() for s, f in folder.items()}
-    assert stamp["alice"] == "2026-12-04 22:30:00.000000 UTC"  # 23:30 in Berlin, CET
-    assert stamp["bob"] == f"{dt.datetime.fromtimestamp(1_796_000_000, dt.timezone.utc):%Y-%m-%d %H:%M:%S}.000000 UTC"
-    assert stamp["carol"] == "2026-12-03 10:00:00.500000 UTC"
-    assert stamp["dave"] == stamp["alice"]  # his own time cannot be read: named, and the file's time used
-    assert [(p.student, "the fourth of December" in p.reason and "the file's time in the zip is used" in p.reason)
-            for p in problems] == [("dave", True)]
-    secret = {s: (f / "submission_secret.txt").read_text() for s, f in folder.items()}
-    assert all(len(v) == 128 and int(v, 16) >= 0 for v in secret.values()) and len(set(secret.values())) == 4
-
-    intake.import_zip(course, archive, ["02-attention"], zone="UTC")  # the same zip again: nothing changes
-    assert {s: (f / "timestamp.txt").read_text() for s, f in folder.items()} == stamp
-    changed = good.replace(b"attention", b"attention ", 1)
-    with zipfile.ZipFile(tmp_path / "later.zip", "w") as zf:
-        zf.writestr(_entry("alice/attention.ipynb", (2026, 12, 5, 8, 0, 0)), changed)
-    intake.import_zip(course, tmp_path / "later.zip", ["02-attention"], zone="UTC")
-    assert (folder["alice"] / "timestamp.txt").read_text() == "2026-12-05 08:00:00.000000 UTC"
-    assert (folder["alice"] / "submission_secret.txt").read_text() == secret["alice"]
 
 
 def test_a_missing_zip_is_a_usage_error(course, capsys):

@@ -239,6 +239,7 @@ def _hostile(course: Path) -> dict[str, dict[str, str]]:
             "    return torch.nan_to_num(out)\n")},
         # 5. the grader's log: a forged line naming a classmate as failed, a terminal escape, a flood
         "forges_the_log": {END: LIBC + "\n".join([
+            "print('stdin:', os.read(0, 10))",
             "line = (\"[AutogradeApp | ERROR] There was an error processing assignment '02-attention' for \"",
             "        \"student 'honest'\\n\\x1b[2J\\x1b[31mFORGED\\x1b[0m\\n\").encode()",
             "for fd in (1, 2):",
@@ -246,7 +247,6 @@ def _hostile(course: Path) -> dict[str, dict[str, str]]:
             "block = b'x' * (1 << 20)",
             "for _ in range(64):",
             "    libc.write(1, block, len(block))",
-            "print('stdin:', os.read(0, 10))",
         ])},
         # 6. a reply built to exhaust the judge: a tensor with no memory behind it (meta; a crafted reply file,
         # a list nested 22 deep that shares one tensor, is tests/grading/test_judge.py's); code too deep to read
@@ -631,12 +631,14 @@ def test_switching_the_forbidden_routine_guard_off_is_a_zero_and_named(graded, s
 
 def test_a_forged_log_line_and_a_flood_decide_nothing(graded):
     """The kernel wrote a forged "error processing ... for student 'honest'" line, terminal escapes and 64 MiB
-    to its standard streams: they are a pipe of the grader's, read and dropped; the classmate is graded, and make
-    grade prints no escape and no flood."""
+    to its standard streams: they are a pipe of the grader's, read and dropped (what ipykernel forwards of them
+    into the cell is cut at the cell's output bound); the classmate is graded, and make grade prints no escape and
+    no flood."""
     course, res, scores = graded
     assert scores["forges_the_log"] == FULL and scores["honest"] == FULL
     assert _rows(course)["honest"]["status"] == "graded" and _rows(course)["forges_the_log"]["status"] == "graded"
-    assert "stdin: b''" in _stream(course, "forges_the_log")
+    stream = _stream(course, "forges_the_log")
+    assert "stdin: b''" in stream and "[output cut here" in stream and len(stream) < 2 << 20, len(stream)
     printed = res.stdout + res.stderr
     assert "\x1b[2J" not in printed and "FORGED" not in printed and len(printed) < 200_000, len(printed)
     assert "student 'honest'" not in printed
@@ -809,7 +811,8 @@ def test_two_kernels_graded_together_cannot_talk(limited):
 
 def test_a_fork_bomb_stops_at_the_task_limit_and_ends_with_its_kernel(limited):
     """900 spinners asked for: the kernel gets fewer than its limit of tasks (its threads count too), its
-    neighbour is graded in full, and no process of any kernel's user outlives the run."""
+    neighbour is graded in full, and no process of any kernel's user outlives the grading process it belongs to
+    (a kernel's user is named after its grader's pid: other tests' graders may be running now, theirs alive)."""
     from grader.enclosure import KERNEL_UID_BASE, KERNEL_UID_SPAN
 
     course, _, scores = limited
@@ -817,16 +820,17 @@ def test_a_fork_bomb_stops_at_the_task_limit_and_ends_with_its_kernel(limited):
     forked = int(text.split("FORKED", 1)[1].split()[0])
     assert 0 < forked < int(LIMITED["GRADER_TASKS"]), text
     assert scores["d_honest"] == FULL
+    running = {int(p) for p in os.listdir("/proc") if p.isdigit()}
     left = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                uid = os.stat(f"/proc/{entry}").st_uid
-            except OSError:
-                continue
-            if KERNEL_UID_BASE <= uid < KERNEL_UID_BASE + KERNEL_UID_SPAN:
-                left.append((entry, uid))
-    assert not left, f"processes of grading kernels outlived the run: {left}"
+    for pid in running:
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        grader = uid - KERNEL_UID_BASE
+        if 0 <= grader < KERNEL_UID_SPAN and not any(p % KERNEL_UID_SPAN == grader for p in running):
+            left.append((pid, uid))
+    assert not left, f"processes of grading kernels outlived their grader: {left}"
 
 
 @pytest.mark.parametrize("student, limit", [("e_fills_memory", "memory limit of 3072 MiB"),

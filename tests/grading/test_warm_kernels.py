@@ -153,7 +153,7 @@ def test_a_kernel_started_cold_grades_alike(tmp_path):
 
 
 def test_the_nbgrader_processes_of_one_run_share_one_warm_process(tmp_path):
-    """make grade's nbgrader processes (two batches at once here, then a third) fork their kernels from one
+    """make grade's nbgrader processes (two learners at once here, then the third) fork their kernels from one
     warm process, which ends with the run, its folder removed."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -167,9 +167,8 @@ def test_the_nbgrader_processes_of_one_run_share_one_warm_process(tmp_path):
     everyone = sorted(learners)
     with warm_module.shared_warm_processes() as folder:
         with ThreadPoolExecutor(2) as pool:
-            results = list(pool.map(lambda s: autograde(tmp_path, ASSIGNMENT, [s], everyone, 30, threads=1),
-                                    everyone[:2]))
-        results.append(autograde(tmp_path, ASSIGNMENT, everyone[2:], everyone, 30, threads=1))
+            results = list(pool.map(lambda s: autograde(tmp_path, ASSIGNMENT, s, 30, threads=1), everyone[:2]))
+        results += [autograde(tmp_path, ASSIGNMENT, s, 30, threads=1) for s in everyone[2:]]
         pids = [int(p.read_text()) for p in Path(folder).glob("warm-*.pid")]
         assert len(pids) == 1 and warm_module._alive(pids[0]), [r.stderr[-2000:] for r in results]
     assert not Path(folder).exists() and not warm_module._alive(pids[0])
@@ -180,7 +179,7 @@ def test_the_nbgrader_processes_of_one_run_share_one_warm_process(tmp_path):
 
 
 def test_one_nbgrader_process_grades_request_after_request_and_one_that_dies_is_replaced(tmp_path):
-    """make grade's long-lived nbgrader processes (grader/nbgrader_processes.py): one process grades one batch
+    """make grade's long-lived nbgrader processes (grader/nbgrader_processes.py): one process grades one learner
     after another, as the command would; killed between two requests or during one, it fails that one alone,
     and the next request gets a fresh process. Closed, nothing of them is left."""
     import signal
@@ -195,7 +194,7 @@ def test_one_nbgrader_process_grades_request_after_request_and_one_that_dies_is_
     _class(tmp_path, {name: LOOK + MASK for name in everyone})
     sync_gradebook(tmp_path, ASSIGNMENT)
     threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    argv = lambda *students: autograde_arguments(tmp_path, ASSIGNMENT, list(students), everyone, 30)  # noqa: E731
+    argv = lambda student: autograde_arguments(tmp_path, ASSIGNMENT, student, 30)  # noqa: E731
     with warm_module.shared_warm_processes():
         processes = NbgraderProcesses(tmp_path, 1, grading_environment())
         (process,) = processes._all
@@ -216,7 +215,7 @@ def test_one_nbgrader_process_grades_request_after_request_and_one_that_dies_is_
             killer.start()
             died = processes.run(argv(everyone[0]), threads)
             killer.join()
-            assert died.returncode != 0 and "the nbgrader process grading this batch died" in died.stderr, died
+            assert died.returncode != 0 and "the nbgrader process grading this submission died" in died.stderr, died
             again = processes.run(argv(everyone[0]), threads)
             assert again.returncode == 0, again.stdout[-3000:]
             last, last_log = process._proc.pid, process._log

@@ -270,7 +270,7 @@ def test_make_grade_does_not_grade_a_submission_holding_a_link(course):
 def test_a_zips_links_are_left_out_and_its_import_writes_through_no_link(course):
     import zipfile
 
-    from classroom import intake
+    from classroom import zip_import
 
     archive = course.parent / "export.zip"
     with zipfile.ZipFile(archive, "w") as zf:
@@ -283,7 +283,7 @@ def test_a_zips_links_are_left_out_and_its_import_writes_through_no_link(course)
     elsewhere.mkdir()
     (course / "submitted").mkdir()
     os.symlink(elsewhere, course / "submitted" / "ann")  # planted before the import
-    problems = {p.student: p.reason for p in intake.import_zip(course, archive, ["02-attention"])}
+    problems = {p.student: p.reason for p in zip_import.import_zip(course, archive, ["02-attention"]).problems}
     assert problems["bob"] == "a symbolic link in the zip file: left out", problems
     assert problems["ann"].startswith(f"not imported: {course / 'submitted' / 'ann'}: a symbolic link"), \
         problems
