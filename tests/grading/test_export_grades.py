@@ -108,3 +108,21 @@ def test_a_broken_roster_is_refused_by_row_and_nothing_is_written(course, tmp_pa
     res = export(course, "--roster", str(roster), "--out", str(tmp_path / "out"))
     assert res.returncode == 2 and named in res.stderr and "nothing was written" in res.stderr, res.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_names_and_emails_a_roster_holds_are_text_in_every_export(course, tmp_path):
+    """A roster's names, emails and ids written like spreadsheet formulas (OWASP's CSV injection): each cell of
+    canvas.csv, moodle.csv and nbgrader.csv is shown as text by a spreadsheet, never run."""
+    from classroom.text_out import is_inert
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text('id,name,email\nalice,"=HYPERLINK(""http://x.invalid"",""y"")",@SUM(1+1)\n'
+                      "bob,+cmd|' /C calc'!A0,-2+3\ncarol,\tTab,\rcr\n")
+    res = export(course, "--roster", str(roster), "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    for name in ("canvas.csv", "moodle.csv", "nbgrader.csv"):
+        cells = [c for row in rows(tmp_path / "out" / name) for c in row]
+        assert all(is_inert(c) for c in cells), (name, [c for c in cells if not is_inert(c)])
+    moodle = rows(tmp_path / "out" / "moodle.csv")
+    assert moodle[1][1] == "'=HYPERLINK(\"http://x.invalid\",\"y\")" and moodle[1][2] == "'@SUM(1+1)", moodle
+    assert moodle[1][3:] == ["10", "8"]  # the scores stay numbers

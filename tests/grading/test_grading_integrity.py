@@ -239,7 +239,7 @@ def _hostile(course: Path) -> dict[str, dict[str, str]]:
             "    return torch.nan_to_num(out)\n")},
         # 5. the grader's log: a forged line naming a classmate as failed, a terminal escape, a flood
         "forges_the_log": {END: LIBC + "\n".join([
-            "print('stdin:', os.read(0, 10))",
+            "print('stdin:', os.read(0, 10), flush=True)",
             "line = (\"[AutogradeApp | ERROR] There was an error processing assignment '02-attention' for \"",
             "        \"student 'honest'\\n\\x1b[2J\\x1b[31mFORGED\\x1b[0m\\n\").encode()",
             "for fd in (1, 2):",
