@@ -26,9 +26,11 @@
 #   make hub        as root: set up and start the course's JupyterHub for a class on this machine (HUB_PORT=8000,
 #                   HUB_AUTH=pam|shared, IDLE_MINUTES=60, HUB_PREFIX=/opt/transformers-course, HUB_URL=http://localhost:
 #                   8000; each learner's limits: HUB_MEMORY=2G HUB_CPUS=1 HUB_TASKS=512, all learners' HUB_CLASS_MEMORY,
-#                   an instructor's HUB_INSTRUCTOR_MEMORY=6G, HUB_LIMITS=none for none; classroom/hub/)
+#                   an instructor's HUB_INSTRUCTOR_MEMORY=6G, HUB_LIMITS=none for none; each learner's home a disk of
+#                   HUB_DISK=1G, the exchange's HUB_EXCHANGE_DISK=8G, HUB_DISK=none for none; classroom/hub/)
 #   make hub-users  as root: ROSTER=roster.csv (id,name,email) adds learners, INSTRUCTOR=<name> the instructor
-#   make hub-stop   stop the hub and its servers (users, work, grades and feedback stay)
+#   make hub-stop   stop the hub and its servers, unmount the learners' disks (users, work, grades and feedback
+#                   stay)
 #   make stability  the reference keeps full marks over 100 grading secrets: every hidden test on the seeds a
 #                   learner would get under each (minutes)
 #   make mutants    mutation-test the assignments' hidden tests (minutes; MUTANTS_ARGS="--assignment 02-attention")
@@ -203,7 +205,8 @@ HUB_AT = $(if $(HUB_PREFIX),--prefix "$(HUB_PREFIX)")
 HUB_LIMIT_ARGS = $(if $(HUB_URL),--url "$(HUB_URL)") $(if $(HUB_MEMORY),--memory "$(HUB_MEMORY)") \
 	$(if $(HUB_CPUS),--cpus "$(HUB_CPUS)") $(if $(HUB_TASKS),--tasks "$(HUB_TASKS)") \
 	$(if $(HUB_CLASS_MEMORY),--class-memory "$(HUB_CLASS_MEMORY)") \
-	$(if $(HUB_INSTRUCTOR_MEMORY),--instructor-memory "$(HUB_INSTRUCTOR_MEMORY)") $(if $(HUB_LIMITS),--limits "$(HUB_LIMITS)")
+	$(if $(HUB_INSTRUCTOR_MEMORY),--instructor-memory "$(HUB_INSTRUCTOR_MEMORY)") $(if $(HUB_LIMITS),--limits "$(HUB_LIMITS)") \
+	$(if $(HUB_DISK),--disk "$(HUB_DISK)") $(if $(HUB_EXCHANGE_DISK),--exchange-disk "$(HUB_EXCHANGE_DISK)")
 hub: $(STAMP)
 	$(BIN)/python -m classroom.hub setup $(HUB_AT)
 	$(BIN)/python -m classroom.hub start $(HUB_AT) --port $(HUB_PORT) --auth $(HUB_AUTH) --idle-minutes $(IDLE_MINUTES) \

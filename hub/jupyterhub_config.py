@@ -16,7 +16,9 @@ learners' limits.
 
 import grp
 import os
+import shutil
 from pathlib import Path
+from urllib.parse import quote
 
 from classroom.hub.spawner import limits_from_environment  # the course's copy (course/ is on the environment's path)
 
@@ -27,7 +29,13 @@ ENV, STATE = PREFIX / "env", PREFIX / "state"
 LEARNERS = os.environ.get("COURSE_HUB_LEARNERS", "course-learners")
 INSTRUCTORS = os.environ.get("COURSE_HUB_INSTRUCTORS", "course-instructors")
 
-# --- where it listens: loopback unless told otherwise (put a TLS-terminating proxy in front for a class)
+# --- where it listens. Browsers reach the proxy on its port, on every loopback address (IPv6's ::1 and 127.0.0.1:
+# Chromium tries ::1 first), so that no learner can take one of them while the hub runs (classroom/hub/addresses.py);
+# hub/proxy.mjs listens on the others (COURSE_PROXY_ALSO, from classroom/hub/). Everything behind the proxy is a Unix
+# socket in a folder nobody else can write: the hub's API (run/hub.sock, which every user's server calls), the
+# proxy's API (state/, root's alone) and each user's server (run/<user>/, theirs: classroom/hub/spawner.py).
+# No port but the public one: nothing for a learner to race for.
+RUN = PREFIX / "run"
 c.JupyterHub.bind_url = f"http://{os.environ.get('COURSE_HUB_IP', '127.0.0.1')}:{os.environ['COURSE_HUB_PORT']}"
 # Each user's server on a domain of its own, <user>.<the hub's host> (JupyterHub's subdomains): a page a learner's
 # server serves is another site than the instructor's server, so its scripts cannot read or frame the instructor's
@@ -36,10 +44,10 @@ c.JupyterHub.bind_url = f"http://{os.environ.get('COURSE_HUB_IP', '127.0.0.1')}:
 PUBLIC_URL = os.environ.get("COURSE_HUB_URL") or f"http://localhost:{os.environ['COURSE_HUB_PORT']}"
 c.JupyterHub.subdomain_host = PUBLIC_URL
 c.JupyterHub.cookie_host_prefix_enabled = PUBLIC_URL.startswith("https://")  # __Host- cookies need https
-c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = int(os.environ["COURSE_HUB_API_PORT"])
-c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{os.environ['COURSE_HUB_PROXY_API_PORT']}"
-c.ConfigurableHTTPProxy.command = [str(PREFIX / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy")]
+c.JupyterHub.hub_bind_url = c.JupyterHub.hub_connect_url = f"http+unix://{quote(str(RUN / 'hub.sock'), safe='')}"
+c.JupyterHub.hub_socket_mode = 0o666  # every user's server calls the hub's API (each with its own token)
+c.ConfigurableHTTPProxy.api_url = f"http+unix://{quote(str(STATE / 'proxy-api.sock'), safe='')}"
+c.ConfigurableHTTPProxy.command = [shutil.which("node") or "node", str(PREFIX / "course" / "hub" / "proxy.mjs")]
 c.ConfigurableHTTPProxy.pid_file = str(STATE / "proxy.pid")
 
 # --- what survives a restart: users and their servers' records, the cookie secret (log-ins stay valid)
@@ -73,10 +81,11 @@ c.CourseSpawner.hub_prefix = str(PREFIX)
 c.CourseSpawner.limits = limits_from_environment()
 c.Spawner.disable_user_config = True
 c.Spawner.cmd = [str(ENV / "bin" / "jupyterhub-singleuser")]
-c.Spawner.ip = "127.0.0.1"
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
-c.Spawner.environment = {"PATH": f"{ENV / 'bin'}:/usr/local/bin:/usr/bin:/bin"}
+# COURSE_HUB_PREFIX: the hub's mark, which whatever a server starts inherits (make hub-stop finds them by it
+# where there are no control groups: classroom/hub/service.py)
+c.Spawner.environment = {"PATH": f"{ENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", "COURSE_HUB_PREFIX": str(PREFIX)}
 c.Spawner.http_timeout = 120
 c.Spawner.start_timeout = 120
 
@@ -104,8 +113,18 @@ c.Spawner.pre_spawn_hook = by_role
 idle = int(os.environ.get("COURSE_HUB_IDLE_S", "3600"))
 c.JupyterHub.services = [{
     "name": "idle-culler",
+    # through the proxy's own address (the culler's HTTP client speaks no Unix socket)
     "command": [str(ENV / "bin" / "python"), "-m", "jupyterhub_idle_culler", f"--timeout={idle}",
-                f"--cull-every={max(10, min(300, idle // 2))}"],
+                f"--cull-every={max(10, min(300, idle // 2))}",
+                f"--url=http://127.0.0.1:{os.environ['COURSE_HUB_PORT']}/hub/api"],
+    "environment": {"COURSE_HUB_PREFIX": str(PREFIX)},
+}, {
+    # every few seconds, whoever else listens on the hub's port (on any address) is named in this log and stopped
+    # (classroom/hub/guard.py): the proxy holds every address, so this only ever finds someone who was quicker
+    # than a proxy the hub restarted
+    "name": "port-guard",
+    "command": [str(ENV / "bin" / "python"), "-m", "classroom.hub.guard"],
+    "environment": {k: os.environ[k] for k in ("COURSE_HUB_PREFIX", "COURSE_HUB_PORT") if k in os.environ},
 }]
 c.JupyterHub.load_roles = [{
     "name": "idle-culler",

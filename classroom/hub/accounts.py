@@ -17,6 +17,7 @@ from pathlib import Path
 from classroom.hub import exchange
 from classroom.hub.layout import COURSE_ID, USERNAME, Groups, HubError, Layout, require_root, run
 from classroom.roster import Entry, RosterError, read_roster
+from classroom.text_out import csv_writer
 
 
 def read_class_list(path: Path) -> tuple[list[Entry], list[str]]:
@@ -61,12 +62,21 @@ def create_account(ident: str, name: str, group: str) -> str:
     try:
         home = Path(pwd.getpwnam(ident).pw_dir)
         home.chmod(0o700)  # Debian's default 0755 would let classmates read each other's work
-        password = secrets.token_urlsafe(12)
+        password = new_password()
         run(["chpasswd"], input=f"{ident}:{password}\n")
         return password
     except BaseException:
         subprocess.run(["userdel", "--remove", ident], capture_output=True)
         raise
+
+
+def new_password() -> str:
+    """A fresh password of 16 URL-safe characters, starting with a letter or digit (a spreadsheet opening
+    passwords.csv would take a leading '-' for a formula's start)."""
+    while True:
+        password = secrets.token_urlsafe(12)
+        if password[0].isalnum():
+            return password
 
 
 def record_passwords(layout: Layout, new: dict[str, str]) -> None:
@@ -77,7 +87,7 @@ def record_passwords(layout: Layout, new: dict[str, str]) -> None:
     old.update(new)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", newline="") as fh:
-        w = csv.writer(fh)
+        w = csv_writer(fh)
         w.writerow(["id", "password"])
         w.writerows(sorted(old.items()))
 
@@ -94,8 +104,13 @@ def give_course_copy(layout: Layout, user: str) -> Path:
     settings = course / "hub.toml"
     if settings.is_symlink() or settings.exists() and settings.stat().st_uid not in (0, entry.pw_uid):
         raise HubError(f"{settings} is a link or belongs to another account: remove it and run make hub-users again")
+    from classroom.hub.cgroups import HubGroups
+
+    groups = HubGroups(layout.prefix).procs_files("instructors", user)  # grading joins them from any shell
     settings.write_text(f"# The hub this copy of the course belongs to (make hub-users writes this file).\n"
-                        f"exchange = {json.dumps(str(layout.exchange))}\n")
+                        f"exchange = {json.dumps(str(layout.exchange))}\n"
+                        f"# the instructor's control group, delegated to them: make grade joins it from any shell\n"
+                        f"control_groups = {json.dumps(groups)}\n")
     os.chown(settings, entry.pw_uid, entry.pw_gid)
     return course
 
@@ -112,6 +127,7 @@ def add_users(layout: Layout, roster: Path | None, instructor: str | None, group
     require_root()
     ensure_group(groups.learners)
     ensure_group(groups.instructors)
+    disks_said = learners_disks(layout, groups)  # the exchange's disk mounted before anything is laid out in it
     rows, report = read_class_list(roster) if roster else ([], [])
     wanted = [(r, groups.learners) for r in rows]
     if instructor:
@@ -146,4 +162,19 @@ def add_users(layout: Layout, roster: Path | None, instructor: str | None, group
     if passwords:
         record_passwords(layout, passwords)
         report.append(f"first passwords: {layout.state / 'passwords.csv'} (root only)")
-    return report
+    return report + disks_said + learners_disks(layout, groups)
+
+
+def learners_disks(layout: Layout, groups: Groups) -> list[str]:
+    """Each learner's home on a disk of its own, and the exchange on its own (classroom/hub/disks.py), at the sizes
+    make hub last started with (or this machine's defaults); nothing where make hub was started with HUB_DISK=none."""
+    from classroom.hub.disks import Disks, default_sizes
+
+    disks = Disks(layout)
+    if disks.settings.is_file() and disks.sizes() is None:
+        return []
+    try:
+        members = sorted(grp.getgrnam(groups.learners).gr_mem)
+    except KeyError:
+        members = []
+    return [f"disk: {line}" for line in disks.mount_all(members, disks.sizes() or default_sizes())]

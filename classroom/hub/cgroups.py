@@ -10,11 +10,17 @@ the hub was killed::
         hub/                       the hub, its proxy and its services (the idle culler)
         learners/                  every learner together: at most the class's memory
             <name>/                one learner's server, kernels and terminals: memory, CPU, processes
+                logins/            their log-ins (ssh, su, cron: classroom/hub/logins.py), in the same limits
         instructors/
-            <name>/                an instructor's server (and the grading it starts)
+            <name>/                an instructor's server (and the grading it starts), delegated to them:
+                course-grading-*/  a grading run's groups, one per kernel (grader/cgroups.py)
 
 A process cannot leave its group (the groups' files are root's), and what it starts stays in it: a learner's
-memory limit holds for all their kernels together, and stopping the hub stops everything in the tree.
+memory limit holds for all their kernels together, and stopping the hub stops everything in the tree. An
+instructor's group is delegated to the instructor (:meth:`HubGroups.delegate`: its folder and the files that move
+a process are theirs, its limits stay root's), so that grading gives each kernel a group of its own inside it, whose
+memory counts everything the kernel holds (memfd and shared memory too), and a kernel over it is stopped, never the
+instructor's grader.
 """
 
 from __future__ import annotations
@@ -193,12 +199,38 @@ class HubGroups:
             raise ValueError(f"role {role!r} is not one of {ROLES}")
         parts = (f"{role}s", name)
         self._make(parts)
-        self.kill(parts)
+        # what an earlier server left (for an instructor, its grading's groups too); a learner's log-ins (logins/) stay
+        self.kill(parts, below=role != "learner")
         if role == "learner":
             self._limit(parts, memory=limits.memory, cpus=limits.cpus, tasks=limits.tasks)
+            for folder in self.folders(*parts, "logins").values():  # counted in the group's limits, hierarchically
+                folder.mkdir(exist_ok=True)
         else:
             self._limit(parts, memory=limits.instructor_memory, tasks=limits.instructor_tasks)
+            import pwd
+
+            entry = pwd.getpwnam(name)
+            self.delegate(name, entry.pw_uid, entry.pw_gid)
         return self.procs_files(*parts)
+
+    def delegate(self, name: str, uid: int, gid: int) -> list[str]:
+        """An instructor's group, made theirs to make groups in (the folder, and the files that move a process in
+        it): its own limits stay root's, and a group made inside counts against them (cgroup v1's memory hierarchy
+        must be on, as it is on every kernel since 2019). The folders delegated."""
+        done = []
+        for controller, folder in self.folders("instructors", name).items():
+            if not folder.is_dir():
+                continue
+            if self.mounts[controller].version == 1 and controller == "memory":
+                if _read(folder / "memory.use_hierarchy") != "1":
+                    continue  # a group inside would not count against the instructor's: not delegated
+            names = ["cgroup.procs", "tasks"] if self.mounts[controller].version == 1 else \
+                ["cgroup.procs", "cgroup.subtree_control", "cgroup.threads"]
+            for path in [folder, *(folder / n for n in names)]:
+                if path.exists():
+                    os.chown(path, uid, gid)
+            done.append(str(folder))
+        return sorted(set(done))
 
     def _make(self, parts: tuple[str, ...]) -> None:
         for controller, folder in self.folders(*parts).items():
@@ -259,26 +291,27 @@ class HubGroups:
         return {"memory_peak": peak, "tasks": int(_read(folders["pids"] / "pids.current"))}
 
     # -- the processes in it
-    def pids(self, *parts: str) -> set[int]:
-        """Every process in the group and the groups below it (as one hierarchy sees them)."""
+    def pids(self, *parts: str, below: bool = True) -> set[int]:
+        """Every process in the group and (``below``) the groups below it (as one hierarchy sees them)."""
         found: set[int] = set()
         for root in {self.folders(*parts)[c] for c in ("pids",)}:
             if not root.is_dir():
                 continue
-            for procs in root.rglob("cgroup.procs"):
+            for procs in (root.rglob("cgroup.procs") if below else [root / "cgroup.procs"]):
                 with contextlib.suppress(OSError):
                     found.update(int(p) for p in procs.read_text().split())
         found.discard(os.getpid())
         return found
 
-    def kill(self, parts: tuple[str, ...] = (), grace_s: float = 0.0) -> list[int]:
-        """Stop every process in the group (SIGTERM, then after ``grace_s`` SIGKILL) until none is left; the ids."""
+    def kill(self, parts: tuple[str, ...] = (), grace_s: float = 0.0, below: bool = True) -> list[int]:
+        """Stop every process in the group and (``below``) the groups below it (SIGTERM, then after ``grace_s``
+        SIGKILL) until none is left; the ids."""
         seen: list[int] = []
         deadline = time.monotonic() + 30
         sig = signal.SIGTERM if grace_s else signal.SIGKILL
         term_until = time.monotonic() + grace_s
         while time.monotonic() < deadline:
-            pids = self.pids(*parts)
+            pids = self.pids(*parts, below=below)
             if not pids:
                 return seen
             seen += [p for p in pids if p not in seen]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from classroom.hub.accounts import add_users
 from classroom.hub.cgroups import Limits, default_limits, parse_size
+from classroom.hub.disks import DiskSizes, sizes_from
 from classroom.hub.layout import DEFAULT_PREFIX, HubError, Layout
 from classroom.hub.service import start, stop
 from classroom.hub.setup import setup
@@ -35,6 +36,17 @@ def limits_from(args: argparse.Namespace) -> Limits | None:
         raise HubError(str(exc)) from None
 
 
+def disks_from(args: argparse.Namespace) -> DiskSizes | str | None:
+    """The disk sizes make hub's options ask for (None: HUB_DISK=none)."""
+    from classroom.hub.service import MACHINE
+
+    if args.disk == "none":
+        return None
+    if not args.disk and not args.exchange_disk:
+        return MACHINE  # the sizes it was last started with, else this machine's defaults
+    return sizes_from(args.disk, args.exchange_disk)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns its exit status."""
     import classroom.hub
@@ -58,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--class-memory", default="", help="all learners' memory together")
             p.add_argument("--instructor-memory", default="", help="an instructor's server and grading (6G)")
             p.add_argument("--limits", default="", help="none: no limits (not for a class)")
+            p.add_argument("--disk", default="", help="each learner's home, a filesystem of this size (1G); none: "
+                           "unbounded (not for a class)")
+            p.add_argument("--exchange-disk", default="", help="the exchange's filesystem (8G)")
     args = parser.parse_args(argv)
     layout = Layout(args.prefix.resolve())
     try:
@@ -77,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             said: list[str] = []
             url = args.url or f"http://localhost:{args.port}"
             pid = start(layout, args.port, args.auth, int(args.idle_minutes * 60), limits=limits_from(args),
-                        public_url=url, report=said)
+                        public_url=url, report=said, disks=disks_from(args))
             for line in said:
                 print(f"make hub: {line}")
             print(f"make hub: JupyterHub is running (process {pid}) at {url}/ (log: {layout.state / 'jupyterhub.log'})")

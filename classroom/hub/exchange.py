@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import glob
+import json
 import os
 import pwd
 import shutil
@@ -121,8 +122,99 @@ class CourseReleaseFeedback(SafeRoot, ExchangeReleaseFeedback):
                     os.chmod(page.path, 0o644, follow_symlinks=False)
 
 
+#: a learner's fetched assignment remembers what it was fetched from: each released file's digest (the course's fetch
+#: writes it), so that an updated release can be told apart from the learner's own changes
+FETCHED = ".course-release.json"
+
+
+def _digest(path: str) -> str | None:
+    """A regular file's SHA-256 (not following a link); None for anything else."""
+    import hashlib
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def release_digests(root: str, ignore: list[str]) -> dict[str, str]:
+    """{path relative to ``root``: digest} for every regular file of a release (nbgrader's ignore patterns apart)."""
+    import fnmatch
+
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not any(fnmatch.fnmatch(d, pat) for pat in ignore)]
+        for name in files:
+            if any(fnmatch.fnmatch(name, pat) for pat in ignore):
+                continue
+            path = os.path.join(folder, name)
+            digest = _digest(path)
+            if digest:
+                found[os.path.relpath(path, root)] = digest
+    return found
+
+
+def _fetched_from(dest: str) -> dict[str, str] | None:
+    try:
+        with open(os.path.join(dest, FETCHED)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def beside(path: str) -> str:
+    """Where an updated release's file goes when the learner changed theirs: name.updated.ext (then .updated-2...)."""
+    stem, ext = os.path.splitext(path)
+    candidate, n = f"{stem}.updated{ext}", 1
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = f"{stem}.updated-{n}{ext}"
+    return candidate
+
+
 class CourseFetchAssignment(SafeRoot, ExchangeFetchAssignment):
-    pass
+    """nbgrader's fetch, which also brings an updated release to a learner who already has the assignment without
+    losing their work: a file the release changed is replaced where the learner left it as fetched, and kept where
+    they changed it, the release's new one beside it (``name.updated.ext``, named in the output); a file new in the
+    release is added; nothing the learner wrote is overwritten or removed. What each copy was fetched from is
+    remembered in :data:`FETCHED`."""
+
+    def init_dest(self):
+        self.replace_missing_files = True  # an assignment already fetched is updated (do_copy), not refused
+        super().init_dest()
+
+    def do_copy(self, src, dest):
+        ignore = list(self.coursedir.ignore)
+        new = release_digests(src, ignore)
+        if not os.path.isdir(dest):
+            shutil.copytree(src, dest, ignore=shutil.ignore_patterns(*ignore))
+        else:
+            before = _fetched_from(dest) or {}
+            for rel, digest in sorted(new.items()):
+                mine = os.path.join(dest, rel)
+                if before.get(rel) == digest:
+                    continue  # the release did not change it since this copy was fetched: the learner's, as is
+                theirs = _digest(mine)
+                if theirs == digest:
+                    continue
+                os.makedirs(os.path.dirname(mine), exist_ok=True)
+                if theirs is None and not os.path.lexists(mine):
+                    shutil.copy(os.path.join(src, rel), mine)
+                    self.log.info("added %s: new in the updated release", rel)
+                elif theirs is not None and theirs == before.get(rel):
+                    shutil.copy(os.path.join(src, rel), mine)
+                    self.log.info("updated %s: you had not changed it", rel)
+                else:
+                    kept = beside(mine)
+                    shutil.copy(os.path.join(src, rel), kept)
+                    self.log.warning("kept your %s (you changed it); the updated release's is beside it: %s", rel,
+                                     os.path.relpath(kept, dest))
+        with open(os.path.join(dest, FETCHED), "w") as fh:
+            json.dump(new, fh, indent=0, sort_keys=True)
 
 
 class CourseFetchFeedback(SafeRoot, ExchangeFetchFeedback):
@@ -130,7 +222,24 @@ class CourseFetchFeedback(SafeRoot, ExchangeFetchFeedback):
 
 
 class CourseList(SafeRoot, ExchangeList):
-    pass
+    """nbgrader's list, where an assignment the learner fetched and the instructor has since released anew shows as
+    released again (the Assignments tab's Fetch button then brings the update: :class:`CourseFetchAssignment`)."""
+
+    def parse_assignments(self):
+        assignments = super().parse_assignments()
+        if self.inbound or self.cached:
+            return assignments
+        for info in assignments:
+            if info.get("status") != "fetched":
+                continue
+            before = _fetched_from(info["path"])
+            release = os.path.join(self.root, info["course_id"], "outbound", info["assignment_id"])
+            if before is not None and os.path.isdir(release) and \
+                    release_digests(release, list(self.coursedir.ignore)) != before:
+                info["status"] = "released"
+                info["path"] = release
+                info["updated"] = True
+        return assignments
 
 
 class CourseSubmit(SafeRoot, ExchangeSubmit):

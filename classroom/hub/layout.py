@@ -36,6 +36,8 @@ class Layout:
     exchange = property(lambda self: self.prefix / "exchange")
     state = property(lambda self: self.prefix / "state")
     wheels = property(lambda self: self.prefix / "wheels")
+    run = property(lambda self: self.prefix / "run")  # the hub's and each user's server's Unix sockets
+    disks = property(lambda self: self.prefix / "disks")  # each learner's disk, and the exchange's
 
 
 @dataclass(frozen=True)

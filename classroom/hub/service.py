@@ -4,7 +4,6 @@ with everything it started, whether it still runs or was killed."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import pwd
@@ -17,67 +16,52 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from classroom.hub import addresses, logins
 from classroom.hub.cgroups import CgroupError, HubGroups, Limits, default_limits
+from classroom.hub.disks import Disks, DiskSizes, default_sizes
 from classroom.hub.layout import Groups, HubError, Layout, require_root
 
 START_S = 120
+#: the variable every process the hub starts carries (the hub, its proxy and services, each user's server and what
+#: it starts), naming the hub's folder: how make hub-stop finds them where the hub has no control groups
+MARK = "COURSE_HUB_PREFIX"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, on either family (the tests' hubs)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if addresses.bindable_everywhere(port):
+            return port
 
 
 def port_holder(port: int) -> tuple[int | None, str] | None:
-    """Who listens on TCP ``port`` (any address): (process id or None, a description naming its user), or None."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError), open(table) as fh:
-            for line in list(fh)[1:]:
-                fields = line.split()
-                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
-                    inodes.add(fields[9])
-    if not inodes:
-        return None
-    wanted = {f"socket:[{inode}]" for inode in inodes}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for fd in (entry / "fd").iterdir():
-                with contextlib.suppress(OSError):
-                    if os.readlink(fd) in wanted:
-                        pid = int(entry.name)
-                        user = pwd.getpwuid(entry.stat().st_uid).pw_name
-                        argv = (entry / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ").strip()
-                        return pid, f"process {pid} of {user} ({argv[:120]})"
-    return None, "a process this machine does not show"
+    """Who listens on TCP ``port`` (on any address of either family): (process id or None, a description naming its
+    user and the address), or None."""
+    found = addresses.listeners(port)
+    return (found[0].pid, found[0].named()) if found else None
 
 
 def port_is_free(port: int) -> bool:
-    """Whether a listener could bind ``port`` now (on every address, as the proxy might)."""
-    for family, address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
-        with socket.socket(family) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection's TIME_WAIT is no holder
-            try:
-                s.bind((address, port))
-            except OSError as exc:
-                if exc.errno == errno.EADDRNOTAVAIL:  # no IPv6 here
-                    continue
-                return False
-    return True
+    """Whether nothing listens on ``port`` on any address, and a listener could bind it on all of them."""
+    return not addresses.listeners(port) and addresses.bindable_everywhere(port)
 
 
-def hub_environment(layout: Layout, port: int, auth: str, idle_s: int, groups: Groups,
-                    api_port: int, proxy_api_port: int, limits: Limits | None, public_url: str) -> dict[str, str]:
+def hub_environment(layout: Layout, port: int, auth: str, idle_s: int, groups: Groups, limits: Limits | None,
+                    public_url: str) -> dict[str, str]:
     token = (layout.state / "course-admin-token").read_text().strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "COURSE_HUB", "GRADEBOOK"))}
+    held = addresses.hub_addresses(public_url, port)
     env.update(COURSE_HUB_PREFIX=str(layout.prefix), COURSE_HUB_PORT=str(port), COURSE_HUB_AUTH=auth,
                COURSE_HUB_IDLE_S=str(idle_s), COURSE_HUB_LEARNERS=groups.learners,
-               COURSE_HUB_INSTRUCTORS=groups.instructors, COURSE_HUB_API_PORT=str(api_port),
-               COURSE_HUB_PROXY_API_PORT=str(proxy_api_port), COURSE_HUB_ADMIN_TOKEN=token,
-               COURSE_HUB_URL=public_url, PATH=f"{layout.env / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+               COURSE_HUB_INSTRUCTORS=groups.instructors, COURSE_HUB_ADMIN_TOKEN=token,
+               COURSE_HUB_URL=public_url, PATH=f"{layout.env / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+               # the proxy (hub/proxy.mjs): its command, and the addresses it holds beside --ip 127.0.0.1
+               COURSE_PROXY_CLI=str(layout.proxy / "node_modules" / "configurable-http-proxy" / "bin" /
+                                    "configurable-http-proxy"),
+               COURSE_PROXY_ALSO=json.dumps({str(port): [a for a in held if a != "127.0.0.1"]}))
     if limits is not None:
         env["COURSE_HUB_LIMITS"] = json.dumps(limits.to_dict())
     env.pop("VIRTUAL_ENV", None)
@@ -89,16 +73,18 @@ MACHINE = "machine"
 
 
 def start(layout: Layout, port: int = 8000, auth: str = "pam", idle_s: int = 3600, groups: Groups = Groups(),
-          api_port: int = 8081, proxy_api_port: int = 8001, limits: Limits | None | str = MACHINE,
-          public_url: str | None = None, report: list[str] | None = None) -> int:
-    """Start JupyterHub in the background; return its process id once it answers on ``port`` and what listens there
-    is its own proxy.
+          limits: Limits | None | str = MACHINE, public_url: str | None = None,
+          report: list[str] | None = None, disks: DiskSizes | None | str = MACHINE) -> int:
+    """Start JupyterHub in the background; return its process id once it answers on ``port`` and its own proxy, and
+    nobody else, listens there on every address a browser may use (:mod:`classroom.hub.addresses`).
 
     Whatever a killed hub left running is stopped first (its lines go to ``report``), so that a restart runs one
-    proxy and one culler. A port another process holds is refused, naming it. ``limits``: each learner's (and the
-    class's) memory, CPU and processes (:mod:`classroom.hub.cgroups`); None runs without (not for a class).
-    ``public_url``: where browsers reach the hub (default ``http://localhost:<port>``); each user's server is on a
-    subdomain of it, ``<user>.<host>``.
+    proxy and one culler. A port another process holds, on any address of either family, is refused, naming it.
+    ``limits``: each learner's (and the class's) memory, CPU and processes (:mod:`classroom.hub.cgroups`); None
+    runs without (not for a class). ``public_url``: where browsers reach the hub (default
+    ``http://localhost:<port>``); each user's server is on a subdomain of it, ``<user>.<host>``. ``disks``: each
+    learner's home and the exchange, each a filesystem of that size (:mod:`classroom.hub.disks`); None: on the
+    machine's disk, unbounded (not for a class).
     """
     require_root()
     report = report if report is not None else []
@@ -113,13 +99,15 @@ def start(layout: Layout, port: int = 8000, auth: str = "pam", idle_s: int = 360
     left = stop(layout)
     if left:
         report += [f"stopped what an earlier hub left running: {line}" for line in left]
-    for name, number in (("HUB_PORT", port), ("the hub's API port", api_port), ("the proxy's API port",
-                                                                                 proxy_api_port)):
-        if not port_is_free(number):
-            holder = port_holder(number)
-            raise HubError(f"{name} {number} is held by {holder[1] if holder else 'another socket'}: the hub does not "
-                           "start where something else could answer in its place; stop that process or choose another "
-                           "port (HUB_PORT=)")
+    held = addresses.listeners(port)
+    if held or not addresses.bindable_everywhere(port):
+        holder = "; ".join(x.named() for x in held) or "a socket bound on one of its addresses"
+        raise HubError(f"HUB_PORT {port} is held by {holder}: the hub does not start where something else could "
+                       "answer in its place (a browser tries every address of localhost); stop that process or choose "
+                       "another port (HUB_PORT=)")
+    layout.run.mkdir(mode=0o755, exist_ok=True)  # the hub's socket, each user's server's folder, the session hook
+    os.chown(layout.run, 0, 0)
+    layout.run.chmod(0o755)
     if limits == MACHINE:
         limits = default_limits()
     hub_groups = HubGroups(layout.prefix)
@@ -130,6 +118,21 @@ def start(layout: Layout, port: int = 8000, auth: str = "pam", idle_s: int = 360
             raise HubError(f"the learners' limits cannot be held on this machine: {exc}. Start with HUB_LIMITS=none "
                            "to run without them (not for a class)") from None
         report.append(f"limits: {limits.describe()}")
+        # every account's group from the start: an instructor's grading from ssh joins theirs, a learner's log-in
+        # theirs (classroom/hub/logins.py)
+        for user in learners_of(groups):
+            hub_groups.for_user(user, "learner", limits)
+        for user in instructors_of(groups):
+            hub_groups.for_user(user, "instructor", limits)
+        report += [f"log-in: {line}" for line in logins.install(layout, groups, limits.memory, learners_of(groups))]
+    if disks == MACHINE:
+        disks = Disks(layout).sizes() or default_sizes()
+    if disks is not None:
+        report += [f"disk: {line}" for line in Disks(layout).mount_all(learners_of(groups), disks)]
+        report.append(f"disk: {disks.describe()}")
+    else:
+        report.append("disk: not bounded (HUB_DISK=none): one learner can fill the disk the class shares")
+    Disks(layout).remember(disks)
     if auth == "shared":
         for name, size in (("shared-password", 12), ("shared-admin-password", 32)):
             secret = layout.state / name
@@ -138,7 +141,7 @@ def start(layout: Layout, port: int = 8000, auth: str = "pam", idle_s: int = 360
                 with os.fdopen(fd, "w") as fh:
                     fh.write(secrets.token_urlsafe(size) + "\n")
     public_url = public_url or f"http://localhost:{port}"
-    env = hub_environment(layout, port, auth, idle_s, groups, api_port, proxy_api_port, limits, public_url)
+    env = hub_environment(layout, port, auth, idle_s, groups, limits, public_url)
     procs_files = hub_groups.procs_files("hub") if limits is not None else []
 
     def into_hub_group():  # the hub, and the proxy and services it starts, in the hub's own group
@@ -164,12 +167,15 @@ def start(layout: Layout, port: int = 8000, auth: str = "pam", idle_s: int = 360
         except (urllib.error.URLError, OSError):
             answered = False
         if answered:
-            holder = port_holder(port)
             ours = hub_processes(layout, proc.pid)
-            if holder is None or holder[0] not in ours:
+            others = addresses.strangers(port, ours)
+            missing = addresses.unheld(port, addresses.hub_addresses(public_url, port), ours)
+            if others or missing:
                 stop(layout)
-                raise HubError(f"port {port} answers, but not from the hub's proxy: it is held by "
-                               f"{holder[1] if holder else 'nobody this machine shows'}; the hub was stopped")
+                raise HubError(f"port {port} answers, but not only from the hub's proxy: "
+                               f"{'; '.join(x.named() for x in others) or 'nobody else listens'}"
+                               f"{'; the proxy does not hold ' + ', '.join(missing) if missing else ''}; "
+                               "the hub was stopped")
             return proc.pid
         time.sleep(0.5)
     stop(layout)
@@ -177,11 +183,28 @@ def start(layout: Layout, port: int = 8000, auth: str = "pam", idle_s: int = 360
                    f"{tail(layout.state / 'jupyterhub.log')}")
 
 
+def learners_of(groups: Groups) -> list[str]:
+    return members(groups.learners)
+
+
+def instructors_of(groups: Groups) -> list[str]:
+    return members(groups.instructors)
+
+
+def members(group: str) -> list[str]:
+    import grp
+
+    try:
+        return sorted(grp.getgrnam(group).gr_mem)
+    except KeyError:
+        return []
+
+
 def hub_processes(layout: Layout, hub_pid: int | None = None) -> set[int]:
     """The processes the hub started: its control groups' (classroom/hub/cgroups.py), or, for a hub started without
-    limits, whatever runs a program from the hub's folder; and the hub's descendants, given its process."""
+    limits, those that carry its mark (:data:`MARK`); and the hub's descendants, given its process."""
     groups = HubGroups(layout.prefix)
-    found = groups.pids() if groups.exists() else set(processes_under(layout.prefix))
+    found = groups.pids() if groups.exists() else set(marked(layout.prefix))
     if hub_pid is not None:
         found |= {hub_pid} | descendants(hub_pid)
     return found
@@ -230,6 +253,7 @@ def stop(layout: Layout, wait_s: float = 30) -> list[str]:
     """Stop the hub and everything it started (proxy, services, every user's server and what those started),
     whether the hub still runs or was killed. One line per thing stopped; empty if nothing ran."""
     said = []
+    logins.remove(layout)  # no learner's log-in asks for the hub's groups from now on
     pid_file = layout.state / "hub.pid"
     pid = int(pid_file.read_text()) if pid_file.is_file() else None
     if pid is not None and alive(pid):
@@ -260,7 +284,8 @@ def stop(layout: Layout, wait_s: float = 30) -> list[str]:
     for other in rest:
         with contextlib.suppress(ProcessLookupError):
             os.kill(other, signal.SIGKILL)
-    return said + [rest[p] for p in sorted(rest)]
+    unmounted = Disks(layout).unmount_all()  # the learners' homes and the exchange: their images stay
+    return said + [rest[p] for p in sorted(rest)] + [f"disk: {line}" for line in unmounted]
 
 
 def describe(pid: int) -> str:
@@ -275,18 +300,21 @@ def describe(pid: int) -> str:
     return f"process {pid} of {user} ({shown[:100]})"
 
 
-def processes_under(prefix: Path) -> dict[int, str]:
-    """The processes running a program from ``prefix`` (the course environment's Python, the proxy's script),
-    each with its command line."""
-    root = str(prefix.resolve()) + os.sep
+def marked(prefix: Path) -> dict[int, str]:
+    """The processes the hub of ``prefix`` started, each with its command line: those whose environment carries
+    :data:`MARK` naming it (the hub sets it for its proxy, services and every user's server, and what they start
+    inherits it). Another's program that merely runs the course's Python (an instructor grading from ssh, a learner's
+    script) has no such mark, and is left alone."""
+    wanted = f"{MARK}={Path(prefix).resolve()}".encode()
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
+            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
             argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:  # gone meanwhile, or not ours to read
+        except OSError:  # gone meanwhile
             continue
-        if any(arg.startswith(root) for arg in argv[:2]):
-            found[int(entry.name)] = " ".join(argv).strip()
+        found[int(entry.name)] = " ".join(argv).strip()
     return found

@@ -66,8 +66,9 @@ def build_env(layout: Layout, repo: Path) -> bool:
     """
     python = system_python()
     version = run([python, "-c", "import sys; print(sys.version)"]).stdout
-    reqs, cons, over = ((repo / f).read_bytes() for f in ("requirements.txt", "constraints.txt", "hub/overrides.txt"))
-    key = digest(reqs, cons, over, version.encode())
+    reqs, cons, over, own = ((repo / f).read_bytes() for f in ("requirements.txt", "constraints.txt",
+                                                                "hub/overrides.txt", "hub/requirements.txt"))
+    key = digest(reqs, cons, over, own, version.encode())
     stamp = layout.env / ".course-env"
     if stamp.is_file() and stamp.read_text() == key:
         return False
@@ -94,7 +95,8 @@ def build_env(layout: Layout, repo: Path) -> bool:
     # bytecode at install: the users cannot write it into this root-owned environment, and without it every
     # server and kernel would compile what it imports
     run([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(layout.env / "bin" / "python"),
-         str(wheel), "-r", str(wanted), "-c", str(pins), "--override", str(repo / "hub" / "overrides.txt")])
+         str(wheel), "-r", str(wanted), "-r", str(repo / "hub" / "requirements.txt"), "-c", str(pins),
+         "--override", str(repo / "hub" / "overrides.txt")])
     site = next((layout.env / "lib").glob("python3*/site-packages"))
     (site / "transformers_course.pth").write_text(f"{layout.course}\n")  # course_lib and the grader
     settings = layout.env / "share" / "jupyter" / "lab" / "settings"
@@ -103,6 +105,14 @@ def build_env(layout: Layout, repo: Path) -> bool:
     run(["chmod", "-R", "a+rX", str(layout.env)])
     stamp.write_text(key)
     return True
+
+
+def install_mathjax_macro(layout: Layout, repo: Path) -> None:
+    """nbconvert's MathJax macro in the hub's environment, replaced by the course's (hub/mathjax.html.j2): the
+    formgrader's pages load MathJax from the instructor's own server, no page from a CDN."""
+    for target in (layout.env / "share" / "jupyter" / "nbconvert" / "templates" / "base").glob("mathjax.html.j2"):
+        shutil.copy(repo / "hub" / "mathjax.html.j2", target)
+        target.chmod(0o644)
 
 
 def install_proxy(layout: Layout, repo: Path) -> bool:
@@ -158,6 +168,11 @@ def server_config(repo: Path, role: str) -> dict:
     path = repo / "tools" / "jupyterlab" / "learner" / "jupyter_server_config.json"
     config = json.loads(path.read_text()) if role == "learner" else {"ServerApp": {}}
     config["ServerApp"]["kernel_websocket_connection_class"] = "classroom.hub.kernels.MemoryLimitConnection"
+    # kernels talk to their server over Unix sockets in the user's private runtime folder, not on random ports that
+    # another learner could bind first (and read the code sent to the kernel)
+    config["KernelManager"] = {"transport": "ipc"}
+    if role == "learner":  # a full home says so (classroom/hub/disks.py)
+        config["ServerApp"]["contents_manager_class"] = "classroom.hub.disks.FullHomeContentsManager"
     if role == "instructor":
         config["ServerApp"]["tornado_settings"] = {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}
         config["HTMLExporter"] = {"sanitize_html": True}
@@ -193,6 +208,7 @@ def setup(layout: Layout, repo: Path = ROOT) -> list[str]:
     done.append(f"course: {layout.course}")
     if build_env(layout, repo):
         done.append(f"environment built: {layout.env}")
+    install_mathjax_macro(layout, repo)
     if install_proxy(layout, repo):
         done.append(f"proxy installed: {layout.proxy}")
     write_role_configs(layout, repo)

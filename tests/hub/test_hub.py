@@ -12,7 +12,9 @@ serves the whole term, and B attacks it as the issue that found the holes did (i
 2. learner A logs in with the password `make hub-users` gave and, in Chromium, fetches the assignment in the
    Assignments tab, writes one exercise correctly, validates, and submits in the Assignments tab; learner B
    submits the untouched release, then, after the due date, a notebook whose code pries (it lists and reads A's
-   home, the exchange, the instructor's files) and shows HTML with a script. Then B attacks the exchange by hand:
+   home, the exchange, the instructor's files), shows HTML with a script, and has a markdown cell with every trick
+   of issue 49 (tests/hostile_pages.py: scripts, handlers, forms, frames, a refresh, beacons, a missing
+   attachment). Then B attacks the exchange by hand:
    a submission folder of B's own holding links to the instructor's files, a FIFO, and a timestamp.txt that claims a
    time before the due date; a submission in A's name; renaming the course's folder and A's submission, reading and
    writing into A's submission;
@@ -24,7 +26,7 @@ serves the whole term, and B attacks it as the issue that found the holes did (i
    B's Nbgrader menu offers the Assignment List alone, and the instructor's Formgrader panel shows the formgrader's
    page in its frame. B serves a page through its own Jupyter settings and restarts its server: the instructor,
    logged in, opens it, and any script on B's address tries to read and frame the instructor's server; the
-   instructor opens B's graded notebook in the formgrader, whose HTML carries B's script;
+   instructor opens B's graded notebook in the formgrader, whose HTML carries B's script and markdown B's tricks;
 6. the instructor grades B again from a plain root shell (`runuser`, no variable the hub's spawner sets): B's code
    sees no other learner's work there either;
 7. A's and B's kernels: a file each writes is private, each /tmp is its own, and B's kernel asks for more memory
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import csv
 import datetime as dt
 import grp
@@ -68,12 +71,14 @@ from pathlib import Path
 import nbformat
 import pytest
 import requests
+from hostile_pages import MARK, PAGE_STATE, attack_cell
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
-from classroom.hub import service
+from classroom.hub import addresses, service
 from classroom.hub.accounts import add_users
 from classroom.hub.cgroups import HubGroups, default_limits
+from classroom.hub.disks import Disks, DiskSizes
 from classroom.hub.layout import COURSE_ID, Groups, HubError, Layout
 from classroom.hub.setup import setup as set_up_hub
 from grader.notebook import grade_id
@@ -81,30 +86,37 @@ from nbtools import ROOT
 
 pytestmark = pytest.mark.slow
 
+#: each learner's home and the exchange, as make hub's HUB_DISK and HUB_EXCHANGE_DISK would make them
+DISKS = DiskSizes(home=96 * 2**20, exchange=256 * 2**20)
+#: the class that arrives at once, all within ARRIVE_S seconds (benchmarks/class_arrival.py runs whole classes)
+ARRIVING, ARRIVE_S = 6, 30
+
 ASSIGNMENT, NOTEBOOK, EXERCISE = "02-attention", "attention.ipynb", "attention_scores"
 #: what the instructor's files hold, which must never reach a learner
 SENTINELS = {"class list": "SENTINEL-CLASS-LIST", "shell history": "SENTINEL-SHELL-HISTORY"}
 #: the script B's notebook shows as HTML, which must not run in the instructor's formgrader
 XSS_MARK = "pwned-by-b"
+#: where B's markdown payloads send their requests: off the hub (blocked there), and the same path on the hub itself
+HUB_BEACON_PATH = "/hub-beacon-of-b"
+HUB_BEACON = f"http://127.0.0.1:9{HUB_BEACON_PATH}"
 V1 = "v1.kernel.websocket.jupyter.org"
 
 
 class Hub:
     """The running hub, its accounts and the few gestures the test makes through it."""
 
-    def __init__(self, layout: Layout, groups: Groups, instructor: str, a: str, b: str):
+    def __init__(self, layout: Layout, groups: Groups, instructor: str, a: str, b: str, arriving: list[str]):
         self.layout, self.groups = layout, groups
         self.instructor, self.a, self.b = instructor, a, b
+        self.arriving = arriving  # the class that arrives at once (step 8)
         self.port = service.free_port()
-        self.ports = dict(api_port=service.free_port(), proxy_api_port=service.free_port())
         self.base = f"http://localhost:{self.port}"
         self.kernels: dict[str, str] = {}
         self.started: list[str] = []
 
     def start(self, auth: str = "pam", idle_s: int = 3600) -> int:
         self.kernels.clear()
-        return service.start(self.layout, self.port, auth=auth, groups=self.groups, idle_s=idle_s, report=self.started,
-                         **self.ports)
+        return service.start(self.layout, self.port, auth=auth, groups=self.groups, idle_s=idle_s, report=self.started)
 
     def server(self, user: str) -> str:
         """The user's server, on a domain of its own."""
@@ -309,11 +321,12 @@ def term():
                     "`make test` as root", pytrace=False)
     tag = "".join(random.choices(string.ascii_lowercase, k=5))
     instructor, a, b = f"hi{tag}", f"ha{tag}", f"hb{tag}"
+    arriving = [f"hc{tag}{i}" for i in range(ARRIVING)]
     groups = Groups(f"hl{tag}", f"hi{tag}g")
     prefix = Path(tempfile.mkdtemp(prefix="course-hub-test-", dir="/opt"))  # not /tmp: see the module's docstring
     prefix.chmod(0o755)  # the learners' servers run the environment inside it
     layout = Layout(prefix / "hub")
-    h = Hub(layout, groups, instructor, a, b)
+    h = Hub(layout, groups, instructor, a, b, arriving)
     seen: dict = {}
     try:
         with pytest.MonkeyPatch.context() as mp:
@@ -322,7 +335,10 @@ def term():
             set_up_hub(layout)
             seen["setup_s"] = time.monotonic() - t
             roster = prefix / "roster.csv"
-            roster.write_text(f"id,name,email\n{a},Ada A,ada@example.org\n{b},Bo B,bo@example.org\n{a},Again,\n")
+            roster.write_text(f"id,name,email\n{a},Ada A,ada@example.org\n{b},Bo B,bo@example.org\n{a},Again,\n"
+                              + "".join(f"{u},{u},\n" for u in arriving))
+            layout.state.mkdir(exist_ok=True)
+            Disks(layout).remember(DISKS)  # small disks: the test fills B's
             seen["users"] = add_users(layout, roster, instructor, groups)
             instructor_files(h, tag)
             h.start()
@@ -334,7 +350,7 @@ def term():
         yield h, seen
     finally:
         service.stop(layout)
-        remove_accounts([instructor, a, b], [groups.learners, groups.instructors])
+        remove_accounts([instructor, a, b, *arriving], [groups.learners, groups.instructors])
         shutil.rmtree(prefix, ignore_errors=True)
 
 
@@ -450,6 +466,7 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
     time.sleep(1.5)
     pry = with_source(h.notebook(sb, h.b, path), EXERCISE, pry_source(h))
     pry.cells.append(xss_cell())
+    pry.cells.append(attack_cell(HUB_BEACON))  # every trick of issue 49, a missing attachment among them
     h.save(sb, h.b, path, pry)
     h.assignments(sb, h.b, "submit")
     b_attacks_the_exchange(h, seen)
@@ -508,6 +525,7 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
     r = h.call(sb, h.b, "GET", "lab")
     seen["b_csp"] = r.headers.get("Content-Security-Policy")
     seen["browser"] = in_the_browser(h, browser, seen)
+    seen["squat"] = b_squats_the_port(h, browser, seen)
     seen["b_page"], sb = b_serves_a_page(h, browser, seen)  # B's server was restarted: a new session
 
     mark(seen, '6')
@@ -529,6 +547,10 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
     seen["private"] = {"a": h.execute(sa, h.a, writes),
                        "b": h.execute(sb, h.b, "import os\nprint(os.listdir('/tmp'))")}
     seen["limits_of_b"] = HubGroups(h.layout.prefix).limits_of("learners", h.b)
+    transport = ("from ipykernel.connect import get_connection_info\n"
+                 "print(get_connection_info(unpack=True)['transport'])")
+    seen["kernel_transports"] = {h.a: h.execute(sa, h.a, transport)["stdout"].strip(),
+                                 h.instructor: h.execute(si, h.instructor, transport)["stdout"].strip()}
     seen["used_by_a"] = HubGroups(h.layout.prefix).usage("learners", h.a)  # server, Validate's kernel, one kernel
     t = time.monotonic()
     seen["b_over_memory"] = h.execute(sb, h.b, "x = b'\\x01' * (3 << 30)\nprint('still here')", timeout=120)
@@ -536,10 +558,18 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
     seen["a_meanwhile"] = h.execute(sa, h.a, "print(sum(range(10**6)))")
     seen["b_server_after"] = h.call(sb, h.b, "GET", "api/status").status_code
     seen["b_after"] = h.execute(sb, h.b, "print(6 * 7)", timeout=120)
+    seen["disk"] = b_fills_its_disk(h, sa, sb)
+
+    mark(seen, 'arrival')
+    # a class arrives at once: each logs in, opens the lab, fetches, runs a cell and submits; the instructor
+    # collects and grades them all
+    seen["arrival"] = a_class_arrives(h, si)
+    seen["update"] = an_update_reaches_the_learners(h, si, sa)
 
     mark(seen, '8')
     # 8. the hub's own processes: killed, stopped, its port held by B, started twice with a kill between
     seen["before_kill"] = running_parts(h)
+    seen["guard"] = the_proxy_dies_and_b_is_quicker(h)
     os.kill(int((h.layout.state / "hub.pid").read_text()), signal.SIGKILL)
     time.sleep(1)
     stopped = subprocess.run([sys.executable, "-m", "classroom.hub", "stop", "--prefix", str(h.layout.prefix)],
@@ -547,8 +577,10 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
     seen["stop_after_kill"] = stopped
     seen["running_after_stop"] = {"hub's": sorted(service.hub_processes(h.layout)),
                                   "users'": {u: _processes_of(u, within_s=5) for u in (h.instructor, h.a, h.b)}}
+    # processes of the course's Python that are not the hub's (B's own script, the instructor grading from ssh):
+    # the hub's start and stop leave them alone
     squatter = subprocess.Popen(["runuser", "-u", h.b, "--", "python3", "-m", "http.server", str(h.port),
-                                 "--bind", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 "--bind", "::1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         while service.port_is_free(h.port) and time.monotonic() < deadline:
@@ -566,7 +598,18 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
     deadline = time.monotonic() + 30
     while not service.port_is_free(h.port) and time.monotonic() < deadline:
         time.sleep(0.2)
+    # processes of the course's Python that are not the hub's (B's own script, the instructor grading from ssh):
+    # the hub's start, with no control groups left to go by, leaves them alone
+    bystanders = {user: subprocess.Popen(["runuser", "-u", user, "--", str(h.layout.env / "bin" / "python"), "-c",
+                                          "import time; time.sleep(900)"]) for user in (h.b, h.instructor)}
+    time.sleep(1)
     h.start()
+    seen["bystanders"] = {user: proc.poll() is None for user, proc in bystanders.items()}
+    for proc in bystanders.values():
+        for pid in [*service.descendants(proc.pid), proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
     os.kill(int((h.layout.state / "hub.pid").read_text()), signal.SIGKILL)
     time.sleep(1)
     h.started.clear()
@@ -621,6 +664,195 @@ def run_term_in(h: Hub, seen: dict, browser) -> None:
 
 #: the submission secret B chose for the submission it forged in A's name
 FORGED_SECRET = "b-chose-this-secret"
+
+SQUAT = Path(__file__).with_name("squat.py")
+
+
+def b_squats_the_port(h: Hub, browser, seen: dict) -> dict:
+    """Issue 50's first failure: while the hub runs, B listens on its port on every address and with every option
+    Linux allows (tests/hub/squat.py) and answers with a fake log-in page; the instructor, logged in, opens the hub's
+    home and their own lab in Chromium (which tries ::1 first). What B got, what the instructor saw, and every
+    request that reached B."""
+    b_home = Path(pwd.getpwnam(h.b).pw_dir)
+    shutil.copy(SQUAT, b_home / "squat.py")
+    log = b_home / "squat.log"
+    squatter = subprocess.Popen(["runuser", "-u", h.b, "--", "python3", str(b_home / "squat.py"), str(h.port),
+                                 str(log)], stdout=subprocess.PIPE, text=True)
+    try:
+        tried = json.loads(squatter.stdout.readline())
+        page = lab_page(browser, h, h.instructor, seen)
+        shown = {}
+        for name, url in (("home", f"{h.base}/hub/home"), ("lab", f"{h.server(h.instructor)}/lab")):
+            response = page.goto(url)
+            shown[name] = {"status": response.status if response else None, "title": page.title(),
+                           "server": response.server_addr() if response else None}
+        page.context.close()
+    finally:
+        squatter.kill()
+        squatter.wait()
+    return {"tried": tried, "shown": shown,
+            "reached_b": log.read_text().splitlines() if log.exists() else [],
+            # who listens on the port now, and whether anything of the hub listens on another TCP port
+            "listeners": [(x.address, x.pid in service.hub_processes(h.layout)) for x in addresses.listeners(h.port)],
+            "other_ports": hub_tcp_listeners(h)}
+
+
+def hub_tcp_listeners(h: Hub) -> list[str]:
+    """Every TCP socket that a process of the hub (the hub, its proxy and services, every user's server) listens on,
+    other than the hub's port: none, when everything behind the proxy is a Unix socket. (A kernel's own IOPub pipe
+    for its forked children, which ipykernel binds itself on a port of its choosing and checks with a secret, is no
+    port another process was told to bind: not counted. Its channels to its server: ``kernel_transports``.)"""
+    ours = service.hub_processes(h.layout)
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            port = int(fields[1].rsplit(":", 1)[1], 16)
+            if fields[3] == "0A" and port != h.port:
+                owner = addresses.socket_owners({int(fields[9])}, ours).get(int(fields[9]))
+                if owner is not None and "ipykernel_launcher" not in addresses.describe(owner):
+                    found.append(f"{addresses.describe(owner)} on port {port}")
+    return found
+
+
+def the_proxy_dies_and_b_is_quicker(h: Hub) -> dict:
+    """The proxy dies (the one moment the hub does not hold its port): B listens on [::1] before the hub starts a
+    new proxy. The port guard stops B's process and names it in the hub's log; the hub's new proxy holds both
+    addresses again."""
+    proxy = int((h.layout.state / "proxy.pid").read_text())
+    b = subprocess.Popen(["runuser", "-u", h.b, "--", "python3", "-c", (
+        "import socket, sys, time\n"
+        "print('trying', flush=True)\n"
+        "deadline = time.monotonic() + 30\n"
+        "while time.monotonic() < deadline:\n"
+        "    s = socket.socket(socket.AF_INET6)\n"
+        "    try:\n"
+        f"        s.bind(('::1', {h.port})); s.listen(8); break\n"
+        "    except OSError:\n"
+        "        s.close(); time.sleep(0.002)\n"
+        "else:\n"
+        "    print('B never got [::1]', flush=True); sys.exit(1)\n"
+        "print('B holds [::1]', flush=True); time.sleep(600)\n")], stdout=subprocess.PIPE, text=True)
+    assert b.stdout.readline().strip() == "trying"  # B's loop runs: now the proxy dies
+    os.kill(proxy, signal.SIGKILL)
+    got = b.stdout.readline().strip()
+    deadline = time.monotonic() + 60
+    while b.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stopped_after = None if b.poll() is None else round(60 - (deadline - time.monotonic()), 1)
+    for pid in [*service.descendants(b.pid), b.pid]:  # B's squatter, had the guard not stopped it
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    b.wait()
+    held = []
+    while time.monotonic() < deadline:
+        ours = service.hub_processes(h.layout)
+        held = sorted(x.address for x in addresses.listeners(h.port) if x.pid in ours)
+        if len(held) == 2:
+            break
+        time.sleep(0.5)
+    return {"b": got, "stopped_after_s": stopped_after, "held_after": held,
+            "guard_said": [line for line in service.tail(h.log, 200).splitlines() if "port guard:" in line]}
+
+
+def b_fills_its_disk(h: Hub, sa: requests.Session, sb: requests.Session) -> dict:
+    """Issue 50's second failure: B writes until nothing more fits, in its home, its /tmp, /var/tmp and /dev/shm;
+    B's notebook then cannot be saved, and JupyterLab says why; A saves and submits, and the exchange, the machine's
+    disk and the instructor's course are other filesystems. B's filler is removed afterwards."""
+    fill = ("import os\n"
+            "got = {}\n"
+            "for place in (os.path.expanduser('~'), '/tmp', '/var/tmp', '/dev/shm'):\n"
+            "    path, n = os.path.join(place, 'filler.bin'), 0\n"
+            "    try:\n"
+            "        with open(path, 'wb', buffering=0) as fh:\n"
+            "            for chunk in (1 << 20, 1 << 12, 1):\n"
+            "                try:\n"
+            "                    while n < (400 << 20):\n"
+            "                        n += fh.write(b'\\0' * chunk)\n"
+            "                except OSError as exc:\n"
+            "                    if chunk == 1:\n"
+            "                        raise\n"
+            "        got[place] = ['wrote', n]\n"
+            "    except OSError as exc:\n"
+            "        got[place] = [exc.strerror, n]\n"
+            "    st = os.statvfs(place)\n"
+            "    got[place].append(st.f_blocks * st.f_frsize)\n"
+            "    if place != os.path.expanduser('~'):\n"
+            "        os.remove(path)\n"
+            "print('RESULT' + __import__('json').dumps(got))\n")
+    path = f"{ASSIGNMENT}/{NOTEBOOK}"
+    nb = h.notebook(sb, h.b, path)
+    out = h.execute(sb, h.b, fill, timeout=300)
+    found = [line for line in out["stdout"].splitlines() if line.startswith("RESULT")]
+    wrote = json.loads(found[-1][len("RESULT"):]) if found else out
+    r = h.call(sb, h.b, "PUT", f"api/contents/{path}",
+               data=json.dumps({"type": "notebook", "format": "json", "content": nb}))
+    b_save = (r.status_code, r.json().get("message", "") if r.headers.get("Content-Type", "").startswith(
+        "application/json") else r.text[:500])
+    a_nb = h.notebook(sa, h.a, path)
+    r = h.call(sa, h.a, "PUT", f"api/contents/{path}", data=json.dumps({"type": "notebook", "format": "json",
+                                                                        "content": a_nb}))
+    a_save = r.status_code
+    a_submit = h.assignments(sa, h.a, "submit")
+    devices = {what: os.stat(place).st_dev for what, place in (
+        ("b's home", pwd.getpwnam(h.b).pw_dir), ("a's home", pwd.getpwnam(h.a).pw_dir),
+        ("exchange", h.layout.exchange), ("machine", "/"),
+        ("instructor's course", Path(pwd.getpwnam(h.instructor).pw_dir) / "course"))}
+    h.as_user(h.b, "rm", "-f", f"{pwd.getpwnam(h.b).pw_dir}/filler.bin")
+    return {"wrote": wrote, "b_save": b_save, "a_save": a_save, "a_submitted": [x["status"] for x in a_submit],
+            "devices": devices}
+
+
+def a_class_arrives(h: Hub, si: requests.Session) -> dict:
+    """The class of h.arriving logs in within ARRIVE_S seconds (benchmarks/class_arrival.py's own arrivals: the
+    hub's form, the server, the lab, fetch, a kernel's cell importing torch and course_lib, submit); the instructor
+    collects and grades them. Each step's p50 and p95."""
+    import runpy
+
+    bench = runpy.run_path(str(ROOT / "benchmarks" / "class_arrival.py"))
+    passwords = h.passwords()
+    t = time.monotonic()
+    arrivals = bench["arrive"](h.base, h.port, {u: passwords[u] for u in h.arriving}, h.admin(), ASSIGNMENT,
+                               within_s=ARRIVE_S, seed=50)
+    took = time.monotonic() - t
+    collect = h.in_server(si, h.instructor, "nbgrader", "collect", ASSIGNMENT)
+    grade = h.in_server(si, h.instructor, "python", "-m", "classroom.grade", "--jobs", "1")
+    home = Path(pwd.getpwnam(h.instructor).pw_dir)
+    grades = {r["student_id"]: r for r in csv.DictReader((home / "course" / "grades.csv").open())}
+    return {"failed": {a.user: a.failed for a in arrivals if a.failed}, "steps": bench["percentiles"](arrivals),
+            "took_s": round(took, 1), "collect": collect.returncode, "grade": grade.returncode,
+            "graded": {u: grades.get(u, {}).get("status", "") for u in h.arriving},
+            "memory_peak": {u: HubGroups(h.layout.prefix).usage("learners", u)["memory_peak"] for u in h.arriving}}
+
+
+def an_update_reaches_the_learners(h: Hub, si: requests.Session, sa: requests.Session) -> dict:
+    """The instructor corrects the release (an added errata file, a cell added to the notebook) and releases it
+    again. A, who wrote in the notebook, and C, who fetched and wrote nothing, see the assignment released anew and
+    fetch it: C's notebook is the new one; A's is A's, with the new one beside it; both get the errata."""
+    course = Path(pwd.getpwnam(h.instructor).pw_dir) / "course"
+    release = course / "exercises" / ASSIGNMENT
+    entry = pwd.getpwnam(h.instructor)
+    (release / "errata.md").write_text("Errata: the scale is 1/sqrt(d_k).\n")
+    os.chown(release / "errata.md", entry.pw_uid, entry.pw_gid)
+    nb = nbformat.read(release / NOTEBOOK, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("Errata: the scale is $1/\\sqrt{d_k}$."))
+    nbformat.write(nb, release / NOTEBOOK)
+    res = h.in_server(si, h.instructor, "nbgrader", "release_assignment", ASSIGNMENT, "--force")
+    c = h.arriving[0]
+    sc = h.login(c)
+    out = {"release": res.returncode, "listed": {}, "fetched": {}}
+    for user, s in ((h.a, sa), (c, sc)):
+        out["listed"][user] = {x["assignment_id"]: x["status"] for x in h.assignments(s, user)
+                               if x["status"] != "submitted"}
+        a_before = h.notebook(s, user, f"{ASSIGNMENT}/{NOTEBOOK}")
+        h.assignments(s, user, "fetch")
+        folder = {x["name"] for x in h.call(s, user, "GET", f"api/contents/{ASSIGNMENT}").json()["content"]}
+        after = h.notebook(s, user, f"{ASSIGNMENT}/{NOTEBOOK}")
+        out["fetched"][user] = {"files": sorted(folder), "kept": after.cells == a_before.cells,
+                                "has_errata": "Errata" in after.cells[-1].source}
+        out["listed_after"] = {x["assignment_id"]: x["status"] for x in h.assignments(s, user)
+                               if x["status"] != "submitted"}
+    return out
 
 
 def b_attacks_the_exchange(h: Hub, seen: dict) -> None:
@@ -686,8 +918,8 @@ def running_parts(h: Hub) -> dict[str, int]:
     """How many of each of the hub's programs run now."""
     cmds = [" ".join(Path(f"/proc/{p}/cmdline").read_text().split("\0")) for p in service.hub_processes(h.layout)
             if Path(f"/proc/{p}/cmdline").exists()]
-    return {part: sum(part in c for c in cmds) for part in ("configurable-http-proxy", "jupyterhub_idle_culler",
-                                                            "bin/jupyterhub ")}
+    return {part: sum(part in c for c in cmds)
+            for part in ("proxy.mjs", "jupyterhub_idle_culler", "classroom.hub.guard", "bin/jupyterhub ")}
 
 
 #: the idle limit of step 10 (the culler then looks every 10 s): short, so that the test waits under a minute
@@ -761,13 +993,27 @@ def in_the_browser(h: Hub, browser, seen: dict) -> dict:
             course = Path(pwd.getpwnam(h.instructor).pw_dir) / "course"
             with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
                 graded = gb.find_submission_notebook(Path(NOTEBOOK).stem, ASSIGNMENT, h.b).id
-            before = len(seen.get("blocked", []))  # nbgrader's grading view asks a CDN for MathJax: recorded apart
+            before = len(seen.get("blocked", []))  # what the grading view asks of other hosts: nothing
+            requested: list[str] = []  # every request the grading view makes, on the hub or off it
+            page.on("request", lambda r, into=requested: into.append(r.url))
             page.goto(f"{h.server(user)}/formgrader/submissions/{graded}/?index=0")
-            page.locator(f"#{XSS_MARK}").wait_for()
-            page.wait_for_timeout(1000)  # time for a script or an image's error handler, had one survived
+            page.locator(f"[id$='{XSS_MARK}']").first.wait_for()  # B's HTML output (its id is B's, prefixed)
+            page.wait_for_timeout(1500)  # time for a script, an image's handler or a refresh, had one survived
             shown["formgrader_b"] = {"title": page.title(), "scripts_of_b": page.evaluate(
                 f"() => Array.from(document.querySelectorAll('script, img[onerror]'))"
                 f".filter(e => (e.outerHTML || '').includes('{XSS_MARK}')).length")}
+            # B's markdown (tests/hostile_pages.py): what ran, what it asked for, what of it would run or load
+            shown["formgrader_b_markdown"] = page.evaluate(PAGE_STATE, ".rendered_html")  # B's cells and outputs
+            # MathJax keeps each formula's TeX (or MathML) in a <script type="math/..."> of its own (data a browser
+            # never runs):
+            # those are MathJax's, not B's
+            shown["formgrader_b_markdown"]["mathjax_scripts"] = page.evaluate(
+                "() => document.querySelectorAll('.rendered_html script[type^=\"math/\"]').length")
+            shown["formgrader_b_markdown"]["beacons"] = [u for u in requested if HUB_BEACON_PATH in u]
+            # MathJax from the instructor's own server (hub/mathjax.html.j2), nothing from elsewhere
+            page.wait_for_function("() => window.MathJax && window.MathJax.Hub", timeout=30_000)
+            shown["formgrader_mathjax"] = page.evaluate(
+                "() => Array.from(document.scripts).map(s => s.src).filter(src => src.includes('MathJax'))")
             seen["blocked_by_grading_view"] = seen.get("blocked", [])[before:]
             del seen.get("blocked", [])[before:]
         else:
@@ -827,7 +1073,7 @@ def test_accounts_are_private_and_a_bad_row_is_named(term):
     for user in (h.instructor, h.a, h.b):
         home = Path(pwd.getpwnam(user).pw_dir)
         assert home.stat().st_mode & 0o777 == 0o700, f"{user}'s home is {oct(home.stat().st_mode)}"
-    assert set(grp.getgrnam(h.groups.learners).gr_mem) == {h.a, h.b}
+    assert set(grp.getgrnam(h.groups.learners).gr_mem) == {h.a, h.b, *h.arriving}
     assert grp.getgrnam(h.groups.instructors).gr_mem == [h.instructor]
     env = h.layout.env / "bin" / "python"
     res = h.as_user(h.a, str(env), "-c", "import torch, nbgrader, course_lib, grader; print(torch.__version__)")
@@ -963,6 +1209,22 @@ def test_no_learner_page_runs_as_the_instructor(term):
     b_in_formgrader = seen["browser"]["formgrader_b"]
     assert b_in_formgrader == {"title": b_in_formgrader["title"], "scripts_of_b": 0}, b_in_formgrader
     assert XSS_MARK not in b_in_formgrader["title"], b_in_formgrader
+    # issue 49: B's markdown (scripts, handlers, forms, frames, refresh, <base>, CSS and image beacons, a missing
+    # attachment) in the instructor's formgrader runs nothing, asks for nothing, and leaves nothing that would
+    markdown = seen["browser"]["formgrader_b_markdown"]
+    assert markdown["ran"] is None and MARK not in markdown["title"], markdown
+    assert markdown["beacons"] == [], f"B's markdown asked for {markdown['beacons']}"
+    bad = list(markdown["bad"])
+    for _ in range(markdown.get("mathjax_scripts", 0)):  # MathJax's TeX holders (hub/mathjax.html.j2), not B's
+        bad.remove("<script>")
+    assert bad == [] and "/formgrader/submissions/" in markdown["url"], markdown
+    assert "no image attached as 'missing.png'" in markdown["text"], markdown["text"][:3000]
+    # and B's own feedback page, written by make feedback (which a missing attachment no longer stops): the
+    # template's scripts alone (as many as on A's page), nothing that names the beacon
+    feedback = seen[f"feedback_{h.b}"]
+    assert "no image attached as 'missing.png'" in feedback, feedback[-3000:]
+    assert feedback.lower().count("<script") == seen[f"feedback_{h.a}"].lower().count("<script"), feedback[-3000:]
+    assert HUB_BEACON_PATH not in feedback
 
 
 def test_the_fence_holds_wherever_grading_starts(term):
@@ -983,11 +1245,12 @@ def test_make_hub_stop_after_the_hub_was_killed_stops_everything_it_started(term
     """Attack 6, first half: the hub dies by SIGKILL; make hub-stop names and stops its proxy, its culler and the
     users' servers and kernels it left, and nothing of theirs runs afterwards."""
     h, seen = term
-    assert seen["before_kill"]["configurable-http-proxy"] == 1 and seen["before_kill"]["jupyterhub_idle_culler"] == 1
+    assert seen["before_kill"]["proxy.mjs"] == 1 and seen["before_kill"]["jupyterhub_idle_culler"] == 1
     said = seen["stop_after_kill"].stdout
     assert seen["stop_after_kill"].returncode == 0 and "the hub was not running (killed?)" in said, said
-    for part in ("configurable-http-proxy", "jupyterhub_idle_culler", f"of {h.a} (python jupyterhub-singleuser",
-                 f"of {h.b} (python jupyterhub-singleuser", "ipykernel_launcher"):
+    for part in ("proxy.mjs", "jupyterhub_idle_culler", "classroom.hub.guard",
+                 f"of {h.a} (python jupyterhub-singleuser", f"of {h.b} (python jupyterhub-singleuser",
+                 "ipykernel_launcher"):
         assert part in said, f"make hub-stop did not name {part}: {said}"
     assert seen["running_after_stop"] == {"hub's": [], "users'": {h.instructor: [], h.a: [], h.b: []}}, \
         seen["running_after_stop"]
@@ -998,20 +1261,22 @@ def test_make_hub_refuses_a_port_a_learner_holds(term):
     process, instead of reporting a hub that B's fake log-in page would answer for."""
     h, seen = term
     said = seen["started_on_held_port"]
-    assert said.startswith(f"HUB_PORT {h.port} is held by process ") and f"of {h.b} (python3 -m http.server" in said, \
+    assert said.startswith(f"HUB_PORT {h.port} is held by process ") and f"of {h.b} (python3 -m http.server" in said \
+        and f"on [::1]:{h.port}" in said, \
         said
 
 
 def test_a_restart_after_a_kill_runs_one_of_each_and_keeps_everything(term):
     h, seen = term
-    assert any("stopped what an earlier hub left running" in line and "configurable-http-proxy" in line
+    assert any("stopped what an earlier hub left running" in line and "proxy.mjs" in line
                for line in seen["restart_report"]), seen["restart_report"]
     after = seen["after_restart"]
-    assert after["running"] == {"configurable-http-proxy": 1, "jupyterhub_idle_culler": 1, "bin/jupyterhub ": 1}, \
+    assert after["running"] == {"proxy.mjs": 1, "jupyterhub_idle_culler": 1, "classroom.hub.guard": 1,
+                                "bin/jupyterhub ": 1}, \
         after["running"]
     assert {x["status"] for x in after["listed"]} == {"fetched", "submitted"}, after["listed"]
     assert after["feedback"] == 200
-    assert after["grades"] == {h.a: "2", h.b: "0"}
+    assert {u: after["grades"][u] for u in (h.a, h.b)} == {h.a: "2", h.b: "0"}
 
 
 def test_a_kernel_over_its_memory_limit_dies_with_a_clear_message_while_another_learner_works(term):
@@ -1051,3 +1316,107 @@ def test_an_idle_server_is_stopped_and_its_files_stay(term):
     assert culled["culler_said"], "the server stopped, but the hub's log has no word of the idle culler stopping it"
     assert not culled["running"], "a process of B's server is still running"
     assert culled["files_kept"], "B's files changed when the culler stopped the server"
+
+
+# --- issue 50: every address of the hub's port is the hub's; each learner's disk is bounded; a class arrives at once
+
+def test_every_address_of_the_hubs_port_is_the_hubs(term):
+    """B listens on the hub's port on every address and with every option Linux allows an unprivileged user
+    (IPv4's loopback and wildcard, IPv6's loopback, its wildcard with IPV6_V6ONLY on and off, IPv4-mapped addresses,
+    SO_REUSEADDR and SO_REUSEPORT): none that a browser uses for localhost is B's, and the logged-in instructor's
+    Chromium (IPv6's ::1 first) gets the hub's pages, on localhost and on their own subdomain, sending B nothing."""
+    from squat import NOT_LOCALHOST
+
+    h, seen = term
+    squat = seen["squat"]
+    got = [name for name, result in squat["tried"].items()
+           if result == "listening" and not name.startswith(NOT_LOCALHOST)]
+    assert got == [], f"B listens on the hub's port at {got}"
+    assert squat["reached_b"] == [], f"the instructor's browser reached B: {squat['reached_b']}"
+    shown = squat["shown"]
+    assert shown["home"]["status"] == 200 and "JupyterHub" in shown["home"]["title"], shown
+    assert shown["home"]["server"]["ipAddress"] in ("::1", "[::1]"), f"Chromium did not try IPv6 first: {shown}"
+    assert shown["lab"]["status"] == 200 and "JupyterLab" in shown["lab"]["title"], shown
+    assert sorted(squat["listeners"]) == [("127.0.0.1", True), ("::1", True)], squat["listeners"]
+
+
+def test_nothing_behind_the_proxy_listens_on_a_port(term):
+    """The hub's API, the proxy's API, every user's server and every kernel are Unix sockets in folders nobody else
+    can write: no port the spawner chooses for a server or a kernel is left for a learner to bind first."""
+    h, seen = term
+    assert seen["squat"]["other_ports"] == [], seen["squat"]["other_ports"]
+    assert seen["kernel_transports"] == {h.a: "ipc", h.instructor: "ipc"}, seen["kernel_transports"]
+
+
+def test_a_squatter_quicker_than_a_restarted_proxy_is_stopped_and_named(term):
+    """The proxy dies and B listens on [::1] before the hub's new proxy: the port guard stops B's process within
+    seconds, names it in the hub's log, and the new proxy holds both addresses."""
+    h, seen = term
+    guard = seen["guard"]
+    assert guard["b"] == "B holds [::1]", guard
+    assert guard["stopped_after_s"] is not None and guard["stopped_after_s"] < 15, guard
+    assert any(f"of {h.b} (python3" in line and f"on [::1]:{h.port}" in line for line in guard["guard_said"]), guard
+    assert guard["held_after"] == ["127.0.0.1", "::1"], guard
+
+
+def test_a_learner_fills_only_their_own_disk_and_is_told_so(term):
+    """B writes until nothing fits: B's home stops at its size, /tmp, /var/tmp and /dev/shm are B's own memory;
+    B's save is refused with the course's words; A saves and submits; the exchange, the instructor's course and the
+    machine's disk are filesystems of their own."""
+    h, seen = term
+    disk = seen["disk"]
+    wrote = disk["wrote"]
+    home = pwd.getpwnam(h.b).pw_dir
+    assert wrote[home][0] == "No space left on device" and wrote[home][1] <= DISKS.home, wrote
+    for place in ("/tmp", "/var/tmp", "/dev/shm"):
+        assert wrote[place][0] in ("No space left on device", "wrote") and wrote[place][2] <= default_limits().memory, \
+            wrote
+    status, message = disk["b_save"]
+    assert status == 507 and "Your home folder is full" in message, disk["b_save"]
+    assert disk["a_save"] == 200 and "submitted" in disk["a_submitted"], disk
+    devices = disk["devices"]
+    assert len({devices[w] for w in ("b's home", "a's home", "exchange", "machine")}) == 4, devices
+    assert devices["instructor's course"] == devices["machine"], devices
+
+
+def test_a_class_arriving_at_once_gets_through(term):
+    """ARRIVING learners log in within ARRIVE_S seconds, each opens the lab, fetches, runs a cell importing torch
+    and course_lib, and submits; the instructor collects and grades every one. The per-step times are reported."""
+    h, seen = term
+    arrival = seen["arrival"]
+    print(f"class arrival ({ARRIVING} learners within {ARRIVE_S} s): {json.dumps(arrival['steps'])}")
+    assert arrival["failed"] == {}, arrival["failed"]
+    assert arrival["collect"] == 0 and arrival["grade"] == 0, arrival
+    assert all(status.startswith("graded") for status in arrival["graded"].values()), arrival["graded"]
+    assert set(arrival["steps"]) == {"log-in to lab", "fetch", "first cell", "submit"}, arrival["steps"]
+
+
+def test_the_hubs_start_leaves_others_processes_of_the_course_python_alone(term):
+    """B's own script and the instructor's (grading from ssh, say) run the course environment's Python outside the
+    hub: the hub's stop and start, with no control groups left to go by, stop neither."""
+    h, seen = term
+    assert seen["bystanders"] == {h.b: True, h.instructor: True}, seen["bystanders"]
+
+
+def test_a_course_update_reaches_the_learners_without_losing_their_work(term):
+    """An updated release shows as released again; fetching it adds what is new, replaces the notebook of a learner
+    who had not changed it, and keeps the notebook of one who had, the update beside it."""
+    h, seen = term
+    update = seen["update"]
+    c = h.arriving[0]
+    assert update["release"] == 0, update
+    assert update["listed"] == {h.a: {ASSIGNMENT: "released"}, c: {ASSIGNMENT: "released"}}, update["listed"]
+    a, cc = update["fetched"][h.a], update["fetched"][c]
+    assert a["kept"] and not a["has_errata"] and {"errata.md", "attention.updated.ipynb"} <= set(a["files"]), a
+    assert cc["has_errata"] and "errata.md" in cc["files"] and "attention.updated.ipynb" not in cc["files"], cc
+    assert update["listed_after"] == {ASSIGNMENT: "fetched"}, update
+
+
+def test_the_formgrader_loads_nothing_from_outside(term):
+    """The formgrader's grading view (nbgrader asks a CDN for MathJax) loads MathJax from the instructor's own server
+    and asks no other host for anything."""
+    h, seen = term
+    assert seen["blocked_by_grading_view"] == [], seen["blocked_by_grading_view"]
+    scripts = seen["browser"]["formgrader_mathjax"]
+    assert scripts and all(src.startswith(f"{h.server(h.instructor)}/static/jupyter_server_mathjax/MathJax.js")
+                           for src in scripts), scripts

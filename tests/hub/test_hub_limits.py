@@ -52,3 +52,29 @@ def test_make_hub_options_override_the_machines_defaults_one_by_one():
     args.limits, args.memory = "", "lots"
     with pytest.raises(HubError, match=r"HUB_MEMORY='lots' is not a size"):
         limits_from(args)
+
+
+# --- each learner's disk (classroom/hub/disks.py): what make hub chooses, and a bad size named
+
+from classroom.hub.disks import RESERVE, DiskSizes, default_sizes, sizes_from  # noqa: E402
+
+
+def test_a_machine_with_72_gib_free_gives_each_of_30_learners_1_gib_and_the_exchange_8():
+    sizes = default_sizes(free=72 * GIB)
+    assert (sizes.home, sizes.exchange) == (GIB, 8 * GIB)
+    assert 30 * sizes.home + sizes.exchange + RESERVE <= 72 * GIB
+
+
+@pytest.mark.parametrize("free_gib", [12, 20, 40, 500])
+def test_every_disk_keeps_the_reserve_for_a_class_of_30(free_gib):
+    sizes = default_sizes(free=free_gib * GIB)
+    assert 30 * sizes.home + sizes.exchange <= max(0, free_gib * GIB - RESERVE) or sizes.home == 64 * 2**20
+
+
+def test_disk_sizes_read_as_make_hub_writes_them():
+    sizes = sizes_from("512M", "4G")
+    assert (sizes.home, sizes.exchange) == (512 * 2**20, 4 * GIB)
+    with pytest.raises(HubError, match=r"HUB_DISK='a lot' is not a size"):
+        sizes_from("a lot", "")
+    with pytest.raises(ValueError, match=r"home disk = 1,048,576 bytes is below 64 MiB"):
+        DiskSizes(home=2**20, exchange=GIB)
