@@ -46,7 +46,7 @@ SPIN = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:
 MEMFD = ("import os\nblock = b'x' * (1 << 20)\nfds = []\n"
          "for n in range({mib} // 256):\n    fds.append(os.memfd_create(f'hog{{n}}'))\n"
          "    for _ in range(256):\n        os.write(fds[-1], block)\nprint('NOT STOPPED')\n")
-ENV_PROBE = ("import os\nprint('ENV', sorted(os.environ))\n"
+ENV_PROBE = ("import os\nprint('ENV', sorted(os.environ))\nprint('OOM', open('/proc/self/oom_score_adj').read())\n"
              "try:\n    print('PROC', open('/proc/self/environ', 'rb').read().replace(b'\\0', b' ').decode())\n"
              "except OSError as exc:\n    print('PROC', exc)\n")
 #: what the instructor's shell holds when they grade: none of it may reach a kernel
@@ -260,10 +260,11 @@ def test_memory_held_in_memfd_counts_and_stops_its_kernel_alone(run):
     assert "memory limit of 3072 MiB" in _rows(course)["holds_memfd"]["message"]
 
 
-def test_the_kernel_inherits_an_allowlist_of_the_graders_environment(run):
+def test_the_kernel_inherits_an_allowlist_of_the_graders_environment_and_is_first_for_the_oom_killer(run):
     course, _, _, _ = run
     text = _text(course, "reads_the_environment")
     assert "ENV" in text and "PROC" in text, text
+    assert "OOM 1000" in text, text
     for name, value in INSTRUCTOR_ENV.items():
         assert name not in text and value not in text, (name, text)
 
