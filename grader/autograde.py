@@ -376,7 +376,7 @@ class GuardedExecute(Execute):
     def _why_the_kernel_died(self) -> str:
         from .enclosure import over_message
 
-        ended = self.km.ended(wait=3.0) if isinstance(self.km, FencedKernelManager) else {}
+        ended = self.km.ended(wait=15.0) if isinstance(self.km, FencedKernelManager) else {}  # a busy machine is slow
         over = ended.get("over") if isinstance(ended.get("over"), list) else []
         return over_message([str(o) for o in over], self.limits().as_json())
 
