@@ -7,6 +7,8 @@ A student and an EMA teacher see different crops of an image (Caron et al.,
   (an MLP, an L2-normalised bottleneck, a weight-normalised last layer);
 * :func:`dino_loss` makes the student's distribution match the teacher's
   sharpened, centered one on every pair of different views;
+* :func:`sinkhorn_knopp` is DINOv2's replacement for the center: it makes
+  the teacher's targets use every prototype equally within a batch;
 * :func:`update_center` and :func:`ema_update` are the two moving averages:
   the center keeps the teacher from collapsing onto one prototype, the EMA
   keeps the teacher a slow, stable copy of the student;
@@ -35,7 +37,7 @@ from torch import Tensor, nn
 
 __all__ = ["WeightNormLinear", "DINOHead", "dino_loss", "update_center", "ema_update", "sample_crop_boxes",
            "multi_crop", "random_multi_crop", "colour_jitter", "softmax_entropy", "dino_train_step", "teacher_momentum",
-           "DINOPair"]
+           "DINOPair", "sinkhorn_knopp"]
 
 
 # --------------------------------------------------------------------------
@@ -163,6 +165,38 @@ def update_center(center: Tensor, teacher_out, momentum: float = 0.9) -> Tensor:
     t = torch.stack(list(teacher_out)) if isinstance(teacher_out, (list, tuple)) else teacher_out
     batch_center = _upcast(t.reshape(-1, t.shape[-1])).mean(dim=0).reshape(center.shape)
     return center * momentum + batch_center.to(center.dtype) * (1 - momentum)
+
+
+@torch.no_grad()
+def sinkhorn_knopp(teacher_out: Tensor, temperature: float, n_iterations: int = 3) -> Tensor:
+    """DINOv2's teacher targets: ``softmax(t / temperature)`` rebalanced so that every prototype gets the same mass.
+
+    DINOv2 replaces DINO's centering by the Sinkhorn-Knopp batch normalisation of SwAV (Caron et al., 2020;
+    Oquab et al., 2024, section 4). The scores ``Q = exp(t / temperature)``, a ``(K, B)`` matrix of prototypes by
+    images, are scaled alternately along its two axes: each prototype's row to a total of ``1 / K``, then each
+    image's column to ``1 / B``. Each pass brings both marginals closer to uniform (Sinkhorn's theorem); DINOv2
+    stops after 3. The result, times ``B``, gives each image a distribution over the prototypes (its row sums to
+    1) in which, over the batch, no prototype is used more than another: collapse onto one prototype is ruled
+    out within every batch, with no moving average.
+
+    Args:
+        teacher_out: ``(B, K)`` teacher scores for one crop of each image (or ``(n_crops * B, K)``).
+        temperature: the teacher's (low) temperature, as in :func:`dino_loss`.
+        n_iterations: passes over the two axes.
+
+    Returns:
+        ``(B, K)`` float32 targets, each row summing to 1.
+    """
+    if teacher_out.ndim != 2:
+        raise ValueError(f"teacher_out must be (batch, K), got shape {tuple(teacher_out.shape)}")
+    # in logarithms, log Q = scores up to constants: with a low temperature exp(scores) under- or overflows
+    log_q = (teacher_out.float() / temperature).t()  # (K, B)
+    k, b = log_q.shape
+    log_q = log_q - torch.logsumexp(log_q.flatten(), 0)
+    for _ in range(n_iterations):
+        log_q = log_q - torch.logsumexp(log_q, dim=1, keepdim=True) - math.log(k)  # every prototype: 1 / K
+        log_q = log_q - torch.logsumexp(log_q, dim=0, keepdim=True) - math.log(b)  # every image: 1 / B
+    return (log_q + math.log(b)).exp().t()
 
 
 @torch.no_grad()

@@ -400,3 +400,27 @@ def test_dino_train_step_updates_student_teacher_and_center():
     assert any(not torch.equal(a, b) for a, b in zip(t_before, teacher.parameters()))
     _, _, same = dino_train_step(student, teacher, crops, center, opt, centering=False)
     assert torch.equal(same, center)
+
+
+def test_sinkhorn_knopp_gives_each_image_a_distribution_and_each_prototype_equal_mass():
+    from course_lib.dino import sinkhorn_knopp
+
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(64, 16, generator=g)
+    scores[:, 0] += 3.0  # one prototype high for every image: what centering fights
+    q = sinkhorn_knopp(scores, temperature=0.1, n_iterations=500)
+    torch.testing.assert_close(q.sum(1), torch.ones(64))
+    torch.testing.assert_close(q.mean(0), torch.full((16,), 1 / 16), atol=1e-4, rtol=0)
+    assert (q >= 0).all()
+    three = sinkhorn_knopp(scores, temperature=0.1)  # DINOv2's 3 passes: rows exact, columns nearly even
+    torch.testing.assert_close(three.sum(1), torch.ones(64))
+    assert (three.mean(0) - 1 / 16).abs().max() < (torch.softmax(scores / 0.1, -1).mean(0) - 1 / 16).abs().max()
+
+
+def test_sinkhorn_knopp_ignores_a_constant_shift_and_rejects_a_stack_of_crops():
+    from course_lib.dino import sinkhorn_knopp
+
+    scores = torch.randn(8, 5, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(sinkhorn_knopp(scores, 0.5), sinkhorn_knopp(scores + 7.0, 0.5))
+    with pytest.raises(ValueError, match=r"\(batch, K\)"):
+        sinkhorn_knopp(scores[None], 0.5)

@@ -16,7 +16,7 @@ CHAPTER = {
     "swin": 11, "attention_as_convolution": 9, "hybrid": 9, "augment": 9, "deit": 9, "masked_image": 10,
 }
 #: tools around the book, free to import any chapter's module
-UTILITIES = {"__init__", "training", "data", "interop", "experiment", "counting", "zoo", "summary"}
+UTILITIES = {"__init__", "training", "data", "datasets", "interop", "experiment", "counting", "zoo", "summary"}
 
 
 def course_lib_imports(path: Path) -> set[str]:
@@ -92,6 +92,7 @@ def test_course_lib_declares_every_package_it_imports():
                 imported |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 imported.add(node.module.split(".")[0])
-    third_party = {m.lower() for m in imported  # a distribution's name is case-insensitive: IPython is ipython
+    distribution = {"pil": "pillow"}  # where a distribution's import name is not its own
+    third_party = {distribution.get(m.lower(), m.lower()) for m in imported  # case-insensitive: IPython is ipython
                    if m not in sys.stdlib_module_names and m not in {"course_lib", "__future__"}}
     assert third_party - declared == set(), f"imported by course_lib but not declared: {third_party - declared}"

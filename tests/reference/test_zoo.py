@@ -66,6 +66,20 @@ def test_a_run_to_convergence_stopped_where_its_rule_says(name):
     assert stopping["stopped_at"] - rule.every < best["step"] + rule.patience or stopping["stopped_at"] == cap
 
 
+@pytest.mark.parametrize("name", [n for n in STORED if recipes.recipe(n).track is not None])
+def test_a_tracked_run_measured_its_curve_from_the_start_to_its_last_update(name):
+    """A recipe with a ``track`` measurement (the GPT's held-out and training losses) recorded it before the first
+    update, every ``track_every`` updates and at the end; the last record agrees with the card's metrics, which
+    were measured again on the stored half-precision weights."""
+    card, r = zoo.card(name), recipes.recipe(name)
+    steps = [t["step"] for t in card["tracked"]]
+    assert steps[0] == 0 and steps[-1] == card["recipe"]["steps"], steps
+    assert all(0 < b - a <= r.track_every for a, b in zip(steps, steps[1:])), steps
+    last = card["tracked"][-1]
+    for key in set(last) - {"step"}:
+        assert math.isclose(last[key], card["metrics"][key], abs_tol=0.02), (key, last[key], card["metrics"][key])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", STORED)
 def test_the_first_updates_of_the_recipe_reproduce_the_stored_run(name):
