@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import concurrent.futures
 import csv
-import datetime as dt
 import json
 import os
 import random
@@ -29,7 +28,6 @@ import statistics
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +35,6 @@ import requests
 
 COURSE_ID = "transformers-course"
 CELL = "import torch, course_lib\nprint('ready', torch.__version__)"
-V1 = "v1.kernel.websocket.jupyter.org"
 
 
 @dataclass
@@ -54,38 +51,10 @@ def _cookies(s: requests.Session, user: str) -> str:
 
 
 async def _run_cell(url: str, cookies: str, origin: str, user: str, code: str, timeout: float) -> str:
-    from jupyter_server.services.kernels.connection.base import deserialize_msg_from_ws_v1, serialize_msg_to_ws_v1
-    from tornado.httpclient import HTTPRequest
-    from tornado.websocket import websocket_connect
+    from tools.lab_client import execute  # the repository is on sys.path once main() has run
 
-    ws = await websocket_connect(HTTPRequest(url, headers={"Cookie": cookies, "Origin": origin},
-                                             connect_timeout=timeout, request_timeout=timeout), subprotocols=[V1])
-    msg_id = uuid.uuid4().hex
-    header = {"msg_id": msg_id, "msg_type": "execute_request", "username": user, "session": uuid.uuid4().hex,
-              "version": "5.3", "date": dt.datetime.now(dt.timezone.utc).isoformat()}
-    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False,
-               "stop_on_error": True}
-    await ws.write_message(serialize_msg_to_ws_v1([json.dumps(x).encode() for x in (header, {}, {}, content)],
-                                                  "shell"), binary=True)
-    out, deadline = "", time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            raw = await asyncio.wait_for(ws.read_message(), max(1.0, deadline - time.monotonic()))
-            if raw is None:
-                break
-            _, parts = deserialize_msg_from_ws_v1(raw)
-            head, parent, _, body = (json.loads(p) for p in parts[:4])
-            if parent.get("msg_id") != msg_id:
-                continue
-            if head["msg_type"] == "stream":
-                out += body["text"]
-            elif head["msg_type"] == "error":
-                out += f"{body['ename']}: {body['evalue']}"
-            elif head["msg_type"] == "status" and body.get("execution_state") == "idle":
-                break
-    finally:
-        ws.close()
-    return out
+    out = await execute(url, cookies, origin, user, code, timeout)
+    return out["stdout"] + out["stderr"]
 
 
 def arrive_one(base: str, port: int, user: str, password: str, admin: dict, assignment: str,

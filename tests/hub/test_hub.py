@@ -65,7 +65,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import nbformat
@@ -83,6 +82,7 @@ from classroom.hub.layout import COURSE_ID, Groups, HubError, Layout
 from classroom.hub.setup import setup as set_up_hub
 from grader.notebook import grade_id
 from nbtools import ROOT
+from tools.lab_client import execute
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,6 @@ XSS_MARK = "pwned-by-b"
 #: where B's markdown payloads send their requests: off the hub (blocked there), and the same path on the hub itself
 HUB_BEACON_PATH = "/hub-beacon-of-b"
 HUB_BEACON = f"http://127.0.0.1:9{HUB_BEACON_PATH}"
-V1 = "v1.kernel.websocket.jupyter.org"
 
 
 class Hub:
@@ -195,7 +194,7 @@ class Hub:
         url = f"ws://{user}.localhost:{self.port}/user/{user}/api/kernels/{self.kernels[user]}/channels"
         origin = f"http://{user}.localhost:{self.port}"
         with concurrent.futures.ThreadPoolExecutor(1) as pool:  # its own event loop, beside Playwright's
-            return pool.submit(asyncio.run, _execute(url, cookies, origin, user, code, timeout)).result()
+            return pool.submit(asyncio.run, execute(url, cookies, origin, user, code, timeout)).result()
 
     def in_server(self, s: requests.Session, user: str, *cmd: str,
                   cwd: str = "~/course") -> subprocess.CompletedProcess:
@@ -228,55 +227,6 @@ class Hub:
     @property
     def inbound(self) -> Path:
         return self.layout.exchange / COURSE_ID / "inbound"
-
-
-async def _execute(url: str, cookies: str, origin: str, user: str, code: str, timeout: float) -> dict:
-    from jupyter_server.services.kernels.connection.base import deserialize_msg_from_ws_v1, serialize_msg_to_ws_v1
-    from tornado.httpclient import HTTPRequest
-    from tornado.websocket import websocket_connect
-
-    ws = await websocket_connect(HTTPRequest(url, headers={"Cookie": cookies, "Origin": origin}), subprotocols=[V1])
-    msg_id = uuid.uuid4().hex
-    header = {"msg_id": msg_id, "msg_type": "execute_request", "username": user, "session": uuid.uuid4().hex,
-              "version": "5.3", "date": dt.datetime.now(dt.timezone.utc).isoformat()}
-    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False,
-               "stop_on_error": True}
-    await ws.write_message(serialize_msg_to_ws_v1([json.dumps(x).encode() for x in (header, {}, {}, content)],
-                                                  "shell"), binary=True)
-    out = {"reply": None, "stdout": "", "stderr": "", "restarting": False}
-    deadline = time.monotonic() + timeout
-    idle = False  # the request's outputs end with its idle status on iopub, which may come after the reply (shell)
-    try:
-        while time.monotonic() < deadline:
-            try:
-                raw = await asyncio.wait_for(ws.read_message(), 5)
-            except asyncio.TimeoutError:
-                if out["reply"] is not None:
-                    break  # a reply, and no idle status within 5 s: what came is all that will
-                continue
-            if raw is None:
-                break
-            _, parts = deserialize_msg_from_ws_v1(raw)
-            head, parent, _, body = (json.loads(p) for p in parts[:4])
-            if head["msg_type"] == "status" and body.get("execution_state") == "restarting":
-                out["restarting"] = True
-            elif parent.get("msg_id") != msg_id:
-                continue
-            elif head["msg_type"] == "stream":
-                out[body["name"]] += body["text"]
-            elif head["msg_type"] == "error":
-                out["stderr"] += f"{body['ename']}: {body['evalue']}\n"
-            elif head["msg_type"] == "status" and body.get("execution_state") == "idle":
-                idle = True
-            elif head["msg_type"] == "execute_reply":
-                out["reply"] = body["status"]
-            if out["reply"] is not None and idle:
-                break
-            if out["restarting"] and "memory limit" in out["stderr"]:
-                break  # the kernel was stopped and said why: no reply will come
-    finally:
-        ws.close()
-    return out
 
 
 def remove_accounts(users: list[str], groups: list[str]) -> None:
