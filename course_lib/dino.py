@@ -71,10 +71,13 @@ class DINOHead(nn.Module):
     ``(B, in_dim) -> (B, out_dim)``; with ``n_layers=3``:
     ``Linear-GELU-Linear-GELU-Linear(bottleneck)``, then ``x / ||x||``, then
     :class:`WeightNormLinear` to ``out_dim`` prototype scores (65536 in DINO).
+    ``use_bn`` puts a BatchNorm after each hidden Linear (DINO's option, used
+    with ResNets): it takes the part all images share out of the features, for
+    a backbone whose features start out nearly alike for every image.
     """
 
     def __init__(self, in_dim: int, out_dim: int = 65536, hidden_dim: int = 2048, bottleneck_dim: int = 256,
-                 n_layers: int = 3, norm_last_layer: bool = True):
+                 n_layers: int = 3, norm_last_layer: bool = True, use_bn: bool = False):
         super().__init__()
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
@@ -83,6 +86,8 @@ class DINOHead(nn.Module):
         for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
             layers.append(nn.Linear(a, b))
             if i < n_layers - 1:
+                if use_bn:
+                    layers.append(nn.BatchNorm1d(b))
                 layers.append(nn.GELU())
         self.mlp = nn.Sequential(*layers)
         for m in self.mlp:
@@ -399,14 +404,16 @@ class DINOPair(nn.Module):
 
     Args:
         backbone: images ``(B, C, H, W)`` -> features ``(B, feature_dim)``.
-        feature_dim: the backbone's output width.  out_dim, hidden_dim, bottleneck_dim: of the :class:`DINOHead`.
+        feature_dim: the backbone's output width.  out_dim, hidden_dim, bottleneck_dim, use_bn: of the
+            :class:`DINOHead`.
     """
 
     def __init__(self, backbone: nn.Module, feature_dim: int, out_dim: int = 65536, hidden_dim: int = 2048,
                  bottleneck_dim: int = 256, *, n_global: int = 2, student_temp: float = 0.1,
-                 teacher_temp: float = 0.04, center_momentum: float = 0.9):
+                 teacher_temp: float = 0.04, center_momentum: float = 0.9, use_bn: bool = False):
         super().__init__()
-        self.student = nn.Sequential(backbone, DINOHead(feature_dim, out_dim, hidden_dim, bottleneck_dim))
+        self.student = nn.Sequential(backbone, DINOHead(feature_dim, out_dim, hidden_dim, bottleneck_dim,
+                                                        use_bn=use_bn))
         self.teacher = copy.deepcopy(self.student).requires_grad_(False)
         self.register_buffer("center", torch.zeros(1, out_dim))
         self.n_global, self.student_temp, self.teacher_temp = n_global, student_temp, teacher_temp

@@ -1,7 +1,7 @@
 """Probes of frozen features (chapter 10): how much of a label can be read off features learned without it.
 
 A backbone trained without labels (DINO) is judged by what a *frozen* copy
-of it gives a simple reader: a :func:`knn_accuracy` vote among the nearest
+of it gives a simple reader: a :func:`knn_accuracy` vote (:func:`knn_predict`) among the nearest
 training images, or a :func:`linear_probe_accuracy`, a logistic regression on
 the features. Neither reader can learn new features, so the accuracy measures
 the features themselves. The same probes on a random initialisation and on a
@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["knn_accuracy", "linear_probe_accuracy", "view_retrieval_accuracy"]
+__all__ = ["knn_predict", "knn_accuracy", "linear_probe_accuracy", "view_retrieval_accuracy"]
 
 
 def _check(train_f: Tensor, train_y: Tensor, test_f: Tensor, test_y: Tensor) -> None:
@@ -29,23 +29,34 @@ def _check(train_f: Tensor, train_y: Tensor, test_f: Tensor, test_y: Tensor) -> 
 
 
 @torch.no_grad()
-def knn_accuracy(train_f: Tensor, train_y: Tensor, test_f: Tensor, test_y: Tensor, k: int = 20,
-                 temperature: float = 0.07) -> float:
-    """Weighted k-NN accuracy on cosine similarity (Wu et al., 2018, as DINO evaluates).
+def knn_predict(train_f: Tensor, train_y: Tensor, test_f: Tensor, k: int = 20, temperature: float = 0.07,
+                n_classes: int | None = None) -> Tensor:
+    """The weighted k-NN vote on cosine similarity (Wu et al., 2018, as DINO evaluates): ``(m,)`` labels.
 
-    Each test feature finds its ``k`` most similar training features; neighbour
-    ``j`` votes for its label with weight ``exp(sim_j / temperature)``; the
-    label with the largest total wins. Computed in float64.
+    Each test feature ``(m, D)`` finds its ``k`` most similar training features
+    ``(n, D)``; neighbour ``j`` votes for its label with weight
+    ``exp(sim_j / temperature)``; the label with the largest total wins.
+    Computed in float64.
     """
-    _check(train_f, train_y, test_f, test_y)
+    if train_f.ndim != 2 or test_f.ndim != 2 or train_f.shape[1] != test_f.shape[1] or len(train_y) != len(train_f):
+        raise ValueError(f"need train features (n, D) with n labels and test features (m, D), got "
+                         f"{tuple(train_f.shape)}, {tuple(train_y.shape)} and {tuple(test_f.shape)}")
     if not 1 <= k <= len(train_f):
         raise ValueError(f"k must be between 1 and the {len(train_f)} training features, got {k}")
     a, b = F.normalize(train_f.double(), dim=1), F.normalize(test_f.double(), dim=1)
     sim, idx = (b @ a.T).topk(k, dim=1)                                   # (m, k)
-    n_classes = int(max(train_y.max(), test_y.max())) + 1
+    n_classes = n_classes or int(train_y.max()) + 1
     votes = torch.zeros(len(test_f), n_classes, dtype=torch.float64)
     votes.scatter_add_(1, train_y[idx], (sim / temperature).exp())
-    return (votes.argmax(1) == test_y).double().mean().item()
+    return votes.argmax(1)
+
+
+def knn_accuracy(train_f: Tensor, train_y: Tensor, test_f: Tensor, test_y: Tensor, k: int = 20,
+                 temperature: float = 0.07) -> float:
+    """Accuracy of :func:`knn_predict` on ``(test_f, test_y)``."""
+    _check(train_f, train_y, test_f, test_y)
+    n_classes = int(max(train_y.max(), test_y.max())) + 1
+    return (knn_predict(train_f, train_y, test_f, k, temperature, n_classes) == test_y).double().mean().item()
 
 
 def linear_probe_accuracy(train_f: Tensor, train_y: Tensor, test_f: Tensor, test_y: Tensor,

@@ -238,6 +238,28 @@ def test_dino_head_shapes_and_unit_prototypes():
     assert sum(isinstance(m, torch.nn.GELU) for m in head.mlp) == 2
 
 
+def test_dino_head_batchnorm_follows_each_hidden_linear_and_separates_alike_inputs():
+    """``use_bn`` (DINO's option): a BatchNorm after each hidden Linear, none after the bottleneck; on features that
+    share one large part (as an untrained ViT's CLS features of digits do), the bottleneck's outputs of different
+    inputs point the same way without it and apart with it."""
+    head = DINOHead(32, out_dim=50, hidden_dim=24, bottleneck_dim=8, use_bn=True)
+    kinds = [type(m).__name__ for m in head.mlp]
+    assert kinds == ["Linear", "BatchNorm1d", "GELU", "Linear", "BatchNorm1d", "GELU", "Linear"], kinds
+    assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in DINOHead(32, 50, 24, 8).mlp)
+    g = torch.Generator().manual_seed(0)
+    alike = torch.randn(1, 32, generator=g) * 10 + torch.randn(64, 32, generator=g)  # one shared part, small rest
+
+    def mean_cosine(h):
+        z = torch.nn.functional.normalize(h.mlp(alike), dim=-1)
+        return ((z @ z.T).sum() - len(z)) / (len(z) * (len(z) - 1))
+
+    torch.manual_seed(0)
+    plain = DINOHead(32, out_dim=50, hidden_dim=24, bottleneck_dim=8)
+    torch.manual_seed(0)
+    with_bn = DINOHead(32, out_dim=50, hidden_dim=24, bottleneck_dim=8, use_bn=True).train()
+    assert mean_cosine(plain) > 0.9 > 0.5 > mean_cosine(with_bn)
+
+
 def test_dino_head_scores_are_cosines_bounded_by_one():
     head = DINOHead(16, out_dim=30, hidden_dim=16, bottleneck_dim=8)
     assert head(torch.randn(10, 16) * 100).abs().max() <= 1 + 1e-5

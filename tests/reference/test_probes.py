@@ -6,10 +6,11 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_lib.dino import DINOPair, dino_train_step, teacher_momentum
-from course_lib.probes import knn_accuracy, linear_probe_accuracy, view_retrieval_accuracy
+from course_lib.probes import knn_accuracy, knn_predict, linear_probe_accuracy, view_retrieval_accuracy
 
 
 def _clusters(n_per: int, n_classes: int, dim: int, spread: float, seed: int):
@@ -142,3 +143,17 @@ def test_colour_jitter_changes_colours_not_shapes():
     assert torch.allclose(gray[:, 0], gray[:, 1]) and torch.allclose(gray[:, 1], gray[:, 2])
     with pytest.raises(ValueError, match=r"images must be \(batch, 3, height, width\), got \(3, 16, 16\)"):
         colour_jitter(images[0])
+
+
+def test_knn_predict_is_the_vote_knn_accuracy_scores():
+    g = torch.Generator().manual_seed(3)
+    train_f, train_y = torch.randn(200, 6, generator=g), torch.randint(0, 5, (200,), generator=g)
+    test_f, test_y = torch.randn(50, 6, generator=g), torch.randint(0, 5, (50,), generator=g)
+    predicted = knn_predict(train_f, train_y, test_f, k=7)
+    assert predicted.shape == (50,) and predicted.dtype == torch.long
+    assert knn_accuracy(train_f, train_y, test_f, test_y, k=7) == (predicted == test_y).double().mean().item()
+    # one neighbour: the label of the most similar training feature, by cosine
+    nearest = (F.normalize(test_f, dim=1) @ F.normalize(train_f, dim=1).T).argmax(1)
+    assert torch.equal(knn_predict(train_f, train_y, test_f, k=1), train_y[nearest])
+    with pytest.raises(ValueError, match="k must be between 1 and the 200"):
+        knn_predict(train_f, train_y, test_f, k=201)
