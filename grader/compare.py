@@ -197,7 +197,8 @@ def describe_diff(out: Tensor, expected: Tensor) -> str:
 
 def same_value(a: Any, b: Any) -> bool:
     """Equality for results that are not a single tensor: numbers (floats to 1e-6 relative),
-    strings, bytes, tensors (to 1e-5), and lists, tuples and dicts of them, compared recursively."""
+    strings, bytes, tensors (to 1e-5), generators (by their state), and lists, tuples and dicts of them,
+    compared recursively."""
     if isinstance(b, Tensor):
         if not isinstance(a, Tensor) or a.shape != b.shape:
             return False
@@ -216,6 +217,8 @@ def same_value(a: Any, b: Any) -> bool:
         return isinstance(a, (list, tuple)) and len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
     if isinstance(b, dict):
         return isinstance(a, dict) and a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in b)
+    if isinstance(b, torch.Generator):  # one by its state: a copy in the same state is the same generator
+        return isinstance(a, torch.Generator) and torch.equal(a.get_state(), b.get_state())
     return type(a) is type(b) and a == b
 
 

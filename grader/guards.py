@@ -17,11 +17,17 @@ import sys
 from typing import Any, Callable, Iterable
 
 import torch
+import torch._dynamo  # noqa: F401 - see below
 import torch.nn.functional as F
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
 from .failures import ForbiddenCall
+
+# torch.optim imports torch._dynamo the first time an optimizer is made, and that import rebinds some of torch's
+# own functions (torch.manual_seed among them) to wrapped versions. Made inside a checked call (a capstone's
+# training loop), that rebinding would read as the learner's patch of torch; imported here, before any snapshot,
+# it is part of torch as every check finds it.
 
 
 def package_dir(name: str) -> str | None:

@@ -93,13 +93,15 @@ class Learner(abc.ABC):
 class LocalLearner(Learner):
     """The learner's function in this process."""
 
-    def __init__(self, function: Any, name: str | None = None, transparent: tuple = ()):
-        self.function, self.transparent = function, tuple(transparent)
+    def __init__(self, function: Any, name: str | None = None, transparent: tuple = (), allowed: tuple = ()):
+        """``allowed``: course code every call lets through besides what each step allows (Check your work's
+        right callee, put in place of a learner's wrong one, in the contract steps too)."""
+        self.function, self.transparent, self.allowed = function, tuple(transparent), tuple(allowed)
         self.name = name or getattr(function, "__name__", "your function")
         self.is_callable, self.type_name = callable(function), type(function).__name__
 
     def guarding(self, exercise, forbidden=(), allowed=(), label="", watch=None, transparent=()):
-        return guarded(forbidden, exercise=exercise, allowed=allowed, watch=watch,
+        return guarded(forbidden, exercise=exercise, allowed=tuple(allowed) + self.allowed, watch=watch,
                        transparent=self.transparent + tuple(transparent))
 
 

@@ -52,6 +52,10 @@ def is_check_cell(cell: Any) -> bool:
     return meta.get("grade_id") in (CHECK_CELL, CHECK_HEADING) and not meta.get("grade") and not meta.get("solution")
 
 
+#: the tag of a cell that nbval, and the suite's in-process runs of a notebook, leave out
+LONG_TAG = "nbval-skip"
+
+
 @dataclass(frozen=True)
 class Cell:
     """One cell of an nbgrader notebook: its place, its kind and source, and what nbgrader marks it as."""
@@ -63,13 +67,14 @@ class Cell:
     solution: bool = False
     grade: bool = False
     points: float = 0.0
+    tags: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, cell: Any, index: int) -> Cell:
         meta, source = metadata(cell), cell.get("source", "")
         return cls(index, cell["cell_type"], "".join(source) if isinstance(source, list) else source,
                    meta.get("grade_id"), bool(meta.get("solution")), bool(meta.get("grade")),
-                   float(meta.get("points", 0) or 0))
+                   float(meta.get("points", 0) or 0), tuple(cell.get("metadata", {}).get("tags", ()) or ()))
 
     @property
     def is_test(self) -> bool:
@@ -80,6 +85,12 @@ class Cell:
     def is_check(self) -> bool:
         """The notebook's "Check your work" cell: the course's code, not the learner's."""
         return self.grade_id == CHECK_CELL and not self.grade and not self.solution
+
+    @property
+    def is_long(self) -> bool:
+        """A cell the suite leaves out, as nbval does (tagged ``nbval-skip``): a run of minutes the learner
+        starts, such as a capstone's training on the whole sample."""
+        return LONG_TAG in self.tags
 
     @property
     def hidden(self) -> str:

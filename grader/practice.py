@@ -58,7 +58,7 @@ from typing import Callable, Iterator
 import torch
 
 from .failures import ExerciseFailure, ForbiddenCall, NotWritten
-from .learner import as_learner
+from .learner import LocalLearner
 from .registry import Assignment, Comparison, Exercise, assignment, assignments
 
 #: the course's configuration: ``[check_your_work] off = [<assignment>, ...]``
@@ -186,9 +186,10 @@ class _Check:
     def _run(self, ex: Exercise, function) -> Verdict:
         return Verdict(ex.name, *self._outcome(ex, function)[::2])
 
-    def _outcome(self, ex: Exercise, function) -> tuple[str, bool, str]:
-        """The exercise's steps on ``function``: its status, whether a guard stopped it, and the message."""
-        learner = as_learner(function, ex.name)
+    def _outcome(self, ex: Exercise, function, allowed: tuple = ()) -> tuple[str, bool, str]:
+        """The exercise's steps on ``function``: its status, whether a guard stopped it, and the message.
+        ``allowed``: course functions its calls let through (the right callees put in place of wrong ones)."""
+        learner = LocalLearner(function, ex.name, allowed=allowed)
         try:
             if not learner.is_callable:
                 raise ExerciseFailure(f"{ex.name} is not a function (got {learner.type_name}).")
@@ -216,15 +217,13 @@ class _Check:
         named = " and ".join(failing)
         which = self._which(failing)
         unknown = dataclasses.replace(own, message=f"{own.message} It calls {named}, {which}: fix that first.")
-        if any(self.entry.exercise(other).adapt for other in failing):  # its reference takes other arguments
+        # an adapted exercise's comparisons take other arguments: its reference as the learner writes it, if known
+        if any(self.entry.exercise(other).adapt and not self.entry.exercise(other).function for other in failing):
             return unknown
         references = {other: self.entry.exercise(other).reference for other in failing}
         ex = self.entry.exercise(own.exercise)
-        ex = dataclasses.replace(ex, steps=tuple(
-            dataclasses.replace(step, allowed=tuple(step.allowed) + tuple(references.values()))
-            if isinstance(step, Comparison) else step for step in ex.steps))
         with _in_place_of({other: (references[other], lookups[other]) for other in failing}):
-            status, stopped, message = self._outcome(ex, function)
+            status, stopped, message = self._outcome(ex, function, tuple(references.values()))
         if status == "agrees":
             return Verdict(own.exercise, "inherited",
                            f"the fault is in {named}, {which}: with a right {named} in {_its(failing)} place, "

@@ -101,12 +101,16 @@ class Exercise:
             that works by side effect, such as an in-place update); the adapter is grader code
             the guards let through, while everything it calls is still checked
             (:meth:`grader.learner.Learner.adapted`).
+        function: for an adapted exercise, the reference as the learner's function is written
+            (what a caller of it calls: Check your work puts it in place of a learner's wrong one);
+            the comparisons' reference is the adapted one.
     """
 
     name: str
     points: float
     steps: tuple
     adapt: Callable[[Callable], Callable] | None = None
+    function: Callable | None = None
 
     @property
     def comparisons(self) -> list[Comparison]:
@@ -126,8 +130,9 @@ class Exercise:
 
     @property
     def reference(self) -> Callable:
-        """The reference function, as the learner's is called (its comparisons share it)."""
-        return self.comparisons[0].reference
+        """The reference function, as the learner's is called (its comparisons share it, adapted where the
+        exercise adapts the learner's: then ``function``)."""
+        return self.function or self.comparisons[0].reference
 
     def run(self, learner: Learner, name: str, seed: int | None) -> None:
         """Every step, in order, on the learner's function (adapted, where the exercise adapts it)."""

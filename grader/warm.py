@@ -42,7 +42,8 @@ import sys
 SWITCH = "GRADER_WARM_KERNELS"
 #: imported once by the warm process: what every grading kernel imports (the plan's kernel modules too)
 #: (ipykernel.debugger brings debugpy, which a kernel imports as it starts: 0.16 s of each kernel's 0.28 s start)
-PRELOAD = ("numpy", "torch", "ipykernel.kernelapp", "ipykernel.ipkernel", "IPython.core.completer", "grader.sandbox",
+PRELOAD = ("numpy", "torch", "torch._dynamo", "ipykernel.kernelapp", "ipykernel.ipkernel", "IPython.core.completer",
+           "grader.sandbox",
            "ipykernel.debugger", "IPython.extensions", "tornado.gen", "tornado.locks", "tornado.queues")
 #: variables fixed as a library loads: a request that differs in one is started cold
 LOAD_TIME_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY", "PYTHONPATH", "PYTHONHASHSEED",

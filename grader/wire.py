@@ -133,7 +133,8 @@ def as_data(value: Any, depth: int = 0) -> Any:
 
 
 def state_after(value: Any) -> Any:
-    """An argument after the call, as the judge needs it to see in-place changes: tensors, module states, generators."""
+    """An argument after the call, as the judge needs it to see in-place changes: tensors, module states, generators,
+    and lists, tuples and dicts of them."""
     if isinstance(value, Tensor):
         return value.detach().clone()
     if isinstance(value, torch.nn.Module):
@@ -142,6 +143,10 @@ def state_after(value: Any) -> Any:
         return value.get_state()
     if isinstance(value, (list, tuple)) and any(isinstance(v, (Tensor, torch.nn.Module)) for v in value):
         return [state_after(v) for v in value]
+    if isinstance(value, dict) and any(isinstance(v, (Tensor, torch.nn.Module)) for v in value.values()):
+        # a dict of parameters trained in place (a capstone's training loop); keys the judge cannot have sent
+        # (anything but a string or an int) are the learner's own and stay in the kernel
+        return {k: state_after(v) for k, v in value.items() if type(k) in (str, int)}
     return None
 
 
@@ -187,6 +192,10 @@ def apply_after(value: Any, after: Any) -> None:
         elif isinstance(value, (list, tuple)) and isinstance(after, list):
             for v, a in zip(value, after):
                 apply_after(v, a)
+        elif isinstance(value, dict) and isinstance(after, dict):
+            for k, v in value.items():
+                if k in after:
+                    apply_after(v, after[k])
 
 
 # --------------------------------------------------------------------------

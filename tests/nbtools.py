@@ -41,7 +41,8 @@ class CellResult:
 
 def run_cells(cells: list[Cell], replace: dict[str, str] | None = None, only_hidden: bool = False,
               only_test: str | None = None) -> dict[str, CellResult]:
-    """Execute the code cells in order in one namespace, as a kernel would (Check your work aside).
+    """Execute the code cells in order in one namespace, as a kernel would (Check your work and the long
+    cells, tagged as nbval leaves them out, aside).
 
     ``replace`` maps a solution cell's grade_id to the source to run instead.
     With ``only_hidden``, test cells run only their hidden part. With
@@ -53,7 +54,8 @@ def run_cells(cells: list[Cell], replace: dict[str, str] | None = None, only_hid
     ns: dict = {"__name__": "__main__"}
     results: dict[str, CellResult] = {}
     for i, cell in enumerate(cells):
-        if cell.kind != "code" or cell.is_check or (only_test and cell.grade and cell.grade_id != only_test):
+        if cell.kind != "code" or cell.is_check or cell.is_long or (only_test and cell.grade and
+                                                                    cell.grade_id != only_test):
             continue
         src = replace.get(cell.grade_id, cell.source)
         if cell.grade and only_hidden:
@@ -74,7 +76,7 @@ def solution_namespace(cells: list[Cell]) -> dict:
     """The names a notebook defines: every code cell run in order except the test cells and Check your work."""
     ns: dict = {"__name__": "__main__"}
     for i, cell in enumerate(cells):
-        if cell.kind == "code" and not (cell.is_test or cell.is_check):
+        if cell.kind == "code" and not (cell.is_test or cell.is_check or cell.is_long):
             exec(compile(cell.source, f"<cell {i}: {cell.grade_id}>", "exec"), ns)
     return ns
 

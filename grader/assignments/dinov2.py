@@ -536,5 +536,5 @@ ASSIGNMENT = Assignment("10-dinov2", "dinov2.ipynb", (
     )),
     Exercise("ema_update", 2, (
         Comparison(reference_ema_result, ema_cases, seed=106, mistakes=EMA_MISTAKES),
-    ), adapt=ema_result),
+    ), adapt=ema_result, function=ema_update),
 ))
