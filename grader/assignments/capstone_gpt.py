@@ -511,8 +511,10 @@ def recipe_output(out, vocab: int, name: str) -> tuple[dict, dict[str, Tensor]]:
                               f"{', '.join(wrong)} (missing or not the model's).")
     for k, shape in shapes.items():
         p = params[k]
-        if not isinstance(p, Tensor) or tuple(p.shape) != shape or not p.is_floating_point():
-            raise ExerciseFailure(f"{name}'s params[{k!r}] must be a floating tensor of shape {shape}.")
+        if (not isinstance(p, Tensor) or p.layout != torch.strided or p.device.type != "cpu"
+                or tuple(p.shape) != shape or not p.is_floating_point()):
+            raise ExerciseFailure(f"{name}'s params[{k!r}] must be a floating tensor of shape {shape} (dense, on "
+                                  "the CPU).")
         if not torch.isfinite(p).all():
             raise ExerciseFailure(f"{name}'s params[{k!r}] holds NaN or infinite values: the training diverged "
                                   "(is the learning rate too high, or the gradients not clipped?).")

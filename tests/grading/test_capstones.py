@@ -56,6 +56,8 @@ def test_a_right_pair_is_taken_as_float32_parameters_of_its_config():
     (lambda cfg, p: (cfg, {**p, "norm.weight": torch.zeros(9)}), "params['norm.weight'] must be a floating tensor"),
     (lambda cfg, p: (cfg, {**p, "norm.weight": torch.zeros(8, dtype=torch.int64)}), "must be a floating tensor"),
     (lambda cfg, p: (cfg, {**p, "norm.weight": torch.full((8,), float("nan"))}), "the training diverged"),
+    (lambda cfg, p: (cfg, {**p, "norm.weight": torch.zeros(8).to_sparse()}), "dense, on the CPU"),
+    (lambda cfg, p: (cfg, {**p, "norm.weight": torch.zeros(8, device="meta")}), "dense, on the CPU"),
 ])
 def test_every_kind_of_wrong_return_is_refused_by_name(change, named):
     with pytest.raises(ExerciseFailure, match=named.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
