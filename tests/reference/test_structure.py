@@ -16,7 +16,8 @@ CHAPTER = {
     "swin": 11, "attention_as_convolution": 9, "hybrid": 9, "augment": 9, "deit": 9, "masked_image": 10,
 }
 #: tools around the book, free to import any chapter's module
-UTILITIES = {"__init__", "training", "data", "datasets", "interop", "experiment", "counting", "zoo", "summary"}
+UTILITIES = {"__init__", "training", "data", "datasets", "interop", "experiment", "counting", "zoo", "summary",
+             "lm_recipe"}  # lm_recipe: the GPT capstone's reference, chapters 2-8 and training put together
 
 
 def course_lib_imports(path: Path) -> set[str]:
