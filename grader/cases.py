@@ -15,6 +15,14 @@ from torch import Tensor
 from . import wire  # noqa: F401 - how a torch.Generator is copied (wire.generator_from_state), for Case.clone
 
 
+def within(x, conv: Callable):
+    """``conv(x)``, or for a dict holding tensors (a model's parameters by name), a dict of ``conv`` of each value:
+    a case's tensors are its tensor arguments and the tensors of its dict arguments."""
+    if isinstance(x, dict) and any(isinstance(v, Tensor) for v in x.values()):
+        return {k: conv(v) for k, v in x.items()}
+    return conv(x)
+
+
 @dataclass
 class Case:
     """One call of the function under test: its arguments and a readable label.
@@ -40,8 +48,11 @@ class Case:
         return dataclasses.replace(self, args=args, kwargs=kwargs, label=self.label if label is None else label)
 
     def map_tensors(self, fn: Callable[[Tensor], Tensor]) -> "Case":
-        conv = lambda x: fn(x) if isinstance(x, Tensor) else x
-        return self.with_args(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()})
+        """The case with ``fn`` applied to every tensor argument, and to the tensors of a dict argument
+        (a model's parameters by name)."""
+        conv = lambda x: fn(x) if isinstance(x, Tensor) else x  # noqa: E731
+        return self.with_args(tuple(within(a, conv) for a in self.args),
+                              {k: within(v, conv) for k, v in self.kwargs.items()})
 
     def clone(self) -> "Case":
         """A copy the function under test may not change the original through (tensors cloned, the rest deep-copied)."""
@@ -57,7 +68,8 @@ class Case:
             if isinstance(x, torch.Generator):  # the reference must not advance the learner's generator
                 return copy.deepcopy(x)
             return x.double() if isinstance(x, Tensor) and x.is_floating_point() else x
-        return self.with_args(tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()})
+        return self.with_args(tuple(within(a, conv) for a in self.args),
+                              {k: within(v, conv) for k, v in self.kwargs.items()})
 
 
 @dataclass(frozen=True)
@@ -88,7 +100,8 @@ def in_dtype(case: Case, dtype: torch.dtype) -> Case:
         if isinstance(x, torch.nn.Module):
             return copy.deepcopy(x).to(dtype)
         return x.to(dtype) if isinstance(x, Tensor) and x.is_floating_point() else x
-    return case.with_args(tuple(conv(a) for a in case.args), {k: conv(v) for k, v in case.kwargs.items()})
+    return case.with_args(tuple(within(a, conv) for a in case.args),
+                          {k: within(v, conv) for k, v in case.kwargs.items()})
 
 
 def strided(t: Tensor) -> Tensor:
@@ -164,8 +177,11 @@ def integer_dtype_repeats(cases: list[Case], dtypes: tuple[torch.dtype, ...], pe
 
 
 def tensors_of(case: Case) -> list[Tensor]:
-    """The tensor arguments of a case, in order."""
-    return [t for t in list(case.args) + list(case.kwargs.values()) if isinstance(t, Tensor)]
+    """The tensor arguments of a case, and the tensors of its dict arguments, in order."""
+    found: list[Tensor] = []
+    for a in list(case.args) + list(case.kwargs.values()):
+        within(a, lambda t: found.append(t) if isinstance(t, Tensor) else None)
+    return found
 
 
 # --------------------------------------------------------------------------
