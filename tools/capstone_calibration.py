@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from course_lib import lm_recipe as R
 from grader.assignments import capstone_gpt as C
 from grader.failures import ExerciseFailure
 from grader.notebook import read_cells
@@ -50,7 +51,7 @@ def held_out(train_gpt, seed: int) -> tuple[float | None, str]:
     except (ExerciseFailure, RuntimeError) as exc:
         return None, f"{time.process_time() - start:.1f} s, no model: {str(exc)[:60]}"
     cpu = time.process_time() - start
-    return C._held_out_loss(params, held, cfg), f"{cpu:.1f} s"
+    return R.evaluate(params, held, cfg, C.BLOCK), f"{cpu:.1f} s"
 
 
 def main(argv: list[str] | None = None) -> int:

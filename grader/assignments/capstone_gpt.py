@@ -522,6 +522,8 @@ def recipe_output(out, vocab: int, name: str) -> tuple[dict, dict[str, Tensor]]:
 
 
 def _held_out_loss(params, ids, cfg, causal=True, shift=1) -> float:
+    """The held-out loss of a model changed for a diagnosis: read without the causal mask, or scored on the
+    token each position reads (the judged loss itself is the reference's ``evaluate``)."""
     n = (len(ids) - 1) // BLOCK
     w = torch.stack([ids[i * BLOCK: i * BLOCK + BLOCK + 1] for i in range(n)]).long()
     total = 0.0
@@ -540,7 +542,7 @@ def check_recipe(learner, name: str, seed: int | None = None) -> None:
     case = Case((train, vocab, GRADING_STEPS, 0 if seed is None else seed % 1000),
                 label=f"{len(train):,} training tokens, vocab_size={vocab}, steps={GRADING_STEPS}")
     cfg, params = recipe_output(call_learner(learner, case, name), vocab, name)
-    loss = _held_out_loss(params, held, cfg)
+    loss = R.evaluate(params, held, cfg, BLOCK)  # exercise 6's evaluation, the reference's
     if loss <= BAR:
         return
     unigram = _unigram_loss(train, held, vocab)
