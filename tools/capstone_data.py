@@ -1,8 +1,10 @@
-"""The data file of the GPT capstone: a sample of the standard-library corpus, tokenized, beside the notebook.
+"""The capstones' data files, beside their notebooks: what the learner's own model trains on at length.
 
-The capstone's notebook may not import the course's package (the grader reads any such import as a call of
-the reference), so the text it trains on at length travels as a file in the assignment's folder, which
-`make exercises` copies into the release: ``python_stdlib_sample.npz``, read with ``numpy.load``.
+A capstone's notebook may not import the course's package (the grader reads any such import as a call of
+the reference), so the data it trains on at length travels as a file in the assignment's folder, which
+`make exercises` copies into the release, read with ``numpy.load``.
+
+The GPT capstone's ``python_stdlib_sample.npz``, a sample of the standard-library corpus, tokenized:
 
 * ``train``: the first training files of :mod:`course_lib.datasets.python_stdlib`, whole, up to
   :data:`TRAIN_CHARS` characters, as uint16 token ids of chapter 1's BPE (``<|endoftext|>`` after each file);
@@ -10,8 +12,14 @@ the reference), so the text it trains on at length travels as a file in the assi
   recipe on the *first* held-out files (``grader.assignments.capstone_gpt``), which this file never holds;
 * ``vocab_bytes`` and ``vocab_offsets``: token ``t`` is ``vocab_bytes[offsets[t]:offsets[t + 1]]``.
 
-    python -m tools.capstone_data            # write the file
-    python -m tools.capstone_data --check    # exit 1 if the committed file is not what the corpus gives
+The ViT capstone's ``mnist_digits.npz``, MNIST's digits as :mod:`course_lib.datasets.mnist` splits them:
+
+* ``train_images`` ``(3500, 28, 28)`` uint8 (0 background, 255 ink) and ``train_labels`` ``(3500,)``;
+* ``val_images`` and ``val_labels``, 500 more. The grader judges a recipe on the ``test`` split, which this
+  file never holds (and which the grading kernel cannot read: ``grader.sandbox.HELD_OUT_DATA``).
+
+    python -m tools.capstone_data            # write the files
+    python -m tools.capstone_data --check    # exit 1 if a committed file is not what its source gives
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from grader.assignments.capstone_gpt import encode_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "solutions" / "08x-capstone-gpt" / "python_stdlib_sample.npz"
+DIGITS_PATH = ROOT / "solutions" / "11x-capstone-vit" / "mnist_digits.npz"
 TRAIN_CHARS, HELD_OUT_CHARS = 3_800_000, 220_000
 
 
@@ -42,6 +51,21 @@ def arrays() -> dict[str, np.ndarray]:
             "vocab_bytes": np.frombuffer(b"".join(pieces), dtype=np.uint8), "vocab_offsets": offsets}
 
 
+def digit_arrays() -> dict[str, np.ndarray]:
+    from course_lib.datasets import mnist
+
+    out = {}
+    for split in ("train", "val"):
+        images, labels = mnist.load(split)
+        out[f"{split}_images"] = ((images[:, 0] + 1) * (255 / 2)).round().numpy().astype(np.uint8)
+        out[f"{split}_labels"] = labels.numpy().astype(np.uint8)
+    return out
+
+
+#: every data file, and what it holds
+FILES = {PATH: arrays, DIGITS_PATH: digit_arrays}
+
+
 def serialize(data: dict[str, np.ndarray]) -> bytes:
     out = io.BytesIO()
     np.savez_compressed(out, **data)
@@ -52,17 +76,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="compare the committed file with the corpus")
     args = parser.parse_args(argv)
-    data = arrays()
-    if args.check:
-        with np.load(PATH) as have:
-            same = sorted(have.files) == sorted(data) and all(np.array_equal(have[k], data[k]) for k in data)
-        verdict = "up to date" if same else "differs from the corpus: run python -m tools.capstone_data"
-        print(f"{PATH.relative_to(ROOT)}: {verdict}")
-        return 0 if same else 1
-    PATH.write_bytes(serialize(data))
-    print(f"wrote {PATH.relative_to(ROOT)}: {len(data['train']):,} training and {len(data['held_out']):,} held-out "
-          f"tokens, {PATH.stat().st_size / 1e6:.2f} MB")
-    return 0
+    failed = 0
+    for path, make in FILES.items():
+        data = make()
+        if args.check:
+            with np.load(path) as have:
+                same = sorted(have.files) == sorted(data) and all(np.array_equal(have[k], data[k]) for k in data)
+            verdict = "up to date" if same else "differs from its source: run python -m tools.capstone_data"
+            print(f"{path.relative_to(ROOT)}: {verdict}")
+            failed += not same
+            continue
+        path.write_bytes(serialize(data))
+        sizes = ", ".join(f"{k} {v.shape}" for k, v in data.items() if "vocab" not in k)
+        print(f"wrote {path.relative_to(ROOT)}: {sizes}, {path.stat().st_size / 1e6:.2f} MB")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

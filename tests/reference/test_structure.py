@@ -17,7 +17,7 @@ CHAPTER = {
 }
 #: tools around the book, free to import any chapter's module
 UTILITIES = {"__init__", "training", "data", "datasets", "interop", "experiment", "counting", "zoo", "summary",
-             "lm_recipe"}  # lm_recipe: the GPT capstone's reference, chapters 2-8 and training put together
+             "lm_recipe", "vit_recipe"}  # the capstones' references: chapters 2-8 (2-9) and training put together
 
 
 def course_lib_imports(path: Path) -> set[str]:
