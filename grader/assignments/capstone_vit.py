@@ -407,10 +407,10 @@ EVAL_MISTAKES = [
 # --------------------------------------------------------------------------
 # Exercise: the whole recipe, judged on what it learns
 # --------------------------------------------------------------------------
-#: updates the grading run asks for (each about 22 ms of CPU with the recipe's model)
-GRADING_STEPS = 600
+#: updates the grading run asks for (each about 25-40 ms of CPU with the recipe's model, as the notebook writes it)
+GRADING_STEPS = 400
 #: the held-out accuracy a recipe must reach in GRADING_STEPS updates (tools/capstone_calibration.py)
-BAR = 0.80
+BAR = 0.75
 #: the largest model the judge evaluates
 MAX_PARAMS, MAX_LAYERS = 1_000_000, 8
 #: what the images are: MNIST's digits, 28 x 28 grey
@@ -498,8 +498,6 @@ def check_recipe(learner, name: str, seed: int | None = None) -> None:
             accuracy + 0.2:
         why = (" It does much better when the head reads the mean of the tokens: this ViT classifies the class "
                "token's output, norm(z)[:, 0].")
-    elif _accuracy(p64, held, held_y, cfg, causal=True) > accuracy + 0.2:
-        why = " It does much better with a causal mask: was it trained with one? A ViT's patches see each other."
     elif accuracy < 0.2:
         why = (" That is chance: did the parameters you return change during training (the optimizer given these "
                "tensors, each update applied), and are a batch's labels its images' labels?")
