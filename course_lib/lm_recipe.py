@@ -42,7 +42,7 @@ from course_lib.positional import rotate_half
 from course_lib.training import warmup_cosine
 
 __all__ = ["CONFIG_KEYS", "HP_KEYS", "BETAS", "param_shapes", "param_count", "params_of_block", "init_params",
-           "gpt_logits", "get_batch", "lr_at", "clip_global_norm", "train_loop", "evaluate", "decoder_config",
+           "gpt_logits", "get_batch", "lr_at", "clip_global_norm", "update", "train_loop", "evaluate", "decoder_config",
            "train_gpt", "generate"]
 
 #: the configuration's keys, named as DecoderLMConfig's fields
@@ -172,15 +172,21 @@ def train_loop(params: dict[str, Tensor], ids: Tensor, cfg: Mapping, hp: Mapping
     with torch.enable_grad():
         for step in range(1, hp["steps"] + 1):
             x, y = get_batch(ids, hp["batch_size"], hp["block_size"], generator)
-            loss = _loss(params, x, y, cfg)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            clip_global_norm(params.values(), hp["max_norm"])
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step, hp["max_lr"], hp["warmup_steps"], hp["steps"], hp["min_lr"])
-            opt.step()
-            losses.append(loss.item())
+            losses.append(update(opt, _loss(params, x, y, cfg), params, hp, step))
     return losses
+
+
+def update(opt: torch.optim.Optimizer, loss: Tensor, params: Mapping[str, Tensor], hp: Mapping, step: int) -> float:
+    """One update of the capstones' loops, after the batch's ``loss``: zero the gradients, backward, clip them
+    to a global norm of ``hp["max_norm"]``, set the rate ``lr_at(step, ...)`` on every group, step. Returns
+    the loss as a Python float."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    clip_global_norm(params.values(), hp["max_norm"])
+    for group in opt.param_groups:
+        group["lr"] = lr_at(step, hp["max_lr"], hp["warmup_steps"], hp["steps"], hp["min_lr"])
+    opt.step()
+    return loss.item()
 
 
 @torch.no_grad()

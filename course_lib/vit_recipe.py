@@ -34,14 +34,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from course_lib.lm_recipe import clip_global_norm, lr_at
+from course_lib.lm_recipe import clip_global_norm, lr_at, update
 from course_lib.multi_head import merge_heads, split_heads
 from course_lib.norms import layer_norm
 from course_lib.vit import ViTConfig, patchify, prepend_cls_add_pos
 
 __all__ = ["CONFIG_KEYS", "HP_KEYS", "BETAS", "BACKGROUND", "param_shapes", "param_count", "init_params",
-           "vit_logits", "augment", "decay_groups", "train_loop", "evaluate", "vit_config", "train_vit",
-           "RECIPE_CONFIG", "RECIPE_HP"]
+           "vit_logits", "augment", "decay_groups", "lr_at", "clip_global_norm", "train_loop", "evaluate",
+           "vit_config", "train_vit", "RECIPE_CONFIG", "RECIPE_HP"]
 
 #: the configuration's keys, named as ViTConfig's fields
 CONFIG_KEYS = ("image_size", "patch_size", "in_chans", "num_classes", "dim", "n_layers", "n_heads", "mlp_hidden",
@@ -153,14 +153,7 @@ def train_loop(params: dict[str, Tensor], images: Tensor, labels: Tensor, cfg: M
         for step in range(1, hp["steps"] + 1):
             idx = torch.randint(len(images), (hp["batch_size"],), generator=generator)
             x = augment(images[idx], hp["max_shift"], generator)
-            loss = F.cross_entropy(vit_logits(params, x, cfg), labels[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            clip_global_norm(params.values(), hp["max_norm"])
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step, hp["max_lr"], hp["warmup_steps"], hp["steps"], hp["min_lr"])
-            opt.step()
-            losses.append(loss.item())
+            losses.append(update(opt, F.cross_entropy(vit_logits(params, x, cfg), labels[idx]), params, hp, step))
     return losses
 
 

@@ -22,6 +22,7 @@ reference in :mod:`course_lib` over many random cases. One module per concern:
 * :mod:`grader.learner`: the learner's function as the checker sees it, one interface wherever it runs;
 * :mod:`grader.guards`: forbidden routines, the reference out of bounds, the tamper detector;
 * :mod:`grader.failures`: what a hidden test raises;
+* :mod:`grader.trained`: what the grader trusts of a model a capstone's recipe returns, read as data;
 * :mod:`grader.judge`: the learner's function as a proxy into the grading kernel (the judge's side of ``make grade``);
 * :mod:`grader.wire`: what travels between the judge and the kernel, and how it is read back;
 * :mod:`grader.runner`: the kernel's side: runs the learner's function on the inputs the judge sends;

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from typing import Callable, Mapping
 
 import torch
@@ -28,10 +27,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from course_lib import lm_recipe as R
+from grader import trained
 from grader.cases import Case, randint, randn
 from grader.checker import call_learner
 from grader.diagnosis import Mistake
-from grader.failures import ExerciseFailure, learner_text
+from grader.failures import ExerciseFailure
 from grader.registry import Assignment, Comparison, Exercise
 
 
@@ -482,20 +482,8 @@ def relabelled(seed: int | None) -> tuple[Tensor, Tensor, int]:
 
 def recipe_output(out, vocab: int, name: str) -> tuple[dict, dict[str, Tensor]]:
     """The learner's ``(cfg, params)``, checked against the contract, or a failure that names what is wrong."""
-    if not (isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], dict) and isinstance(out[1], dict)):
-        raise ExerciseFailure(f"{name} must return a pair (cfg, params) of two dicts; got {type(out).__name__}. "
-                              "Return the parameters themselves, a dict of tensors, not the loss or a model.")
-    cfg, params = out
-    missing = [k for k in R.CONFIG_KEYS if k not in cfg]
-    if missing:
-        raise ExerciseFailure(f"{name}'s cfg lacks {missing}: it names every one of {list(R.CONFIG_KEYS)}.")
-    for k in R.CONFIG_KEYS:
-        v, real = cfg[k], k in ("rope_base", "norm_eps")
-        if (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or not v > 0
-                or not real and (int(v) != v or v > MAX_PARAMS)):
-            kind = "finite number" if real else f"integer, at most {MAX_PARAMS:,}"
-            raise ExerciseFailure(f"{name}'s cfg[{k!r}] = {learner_text(repr(v), 40)}: a positive {kind}.")
-    cfg = {k: (float(cfg[k]) if k in ("rope_base", "norm_eps") else int(cfg[k])) for k in R.CONFIG_KEYS}
+    cfg, params = trained.pair(out, name)
+    cfg = trained.config(cfg, R.CONFIG_KEYS, ("rope_base", "norm_eps"), MAX_PARAMS, name)
     if cfg["vocab_size"] != vocab:
         raise ExerciseFailure(f"{name}'s cfg has vocab_size={cfg['vocab_size']}: the text has {vocab} token ids.")
     if cfg["dim"] % cfg["n_heads"] or cfg["n_heads"] % cfg["n_kv_heads"] or (cfg["dim"] // cfg["n_heads"]) % 2:
@@ -504,21 +492,7 @@ def recipe_output(out, vocab: int, name: str) -> tuple[dict, dict[str, Tensor]]:
     if cfg["n_layers"] > MAX_LAYERS or R.param_count(cfg) > MAX_PARAMS:
         raise ExerciseFailure(f"{name}'s model has {cfg['n_layers']} layers and {R.param_count(cfg):,} parameters: "
                               f"the grader evaluates at most {MAX_LAYERS} layers and {MAX_PARAMS:,} parameters.")
-    shapes = R.param_shapes(cfg)
-    if set(params) != set(shapes):
-        wrong = sorted(learner_text(repr(k), 60) for k in set(params) ^ set(shapes))[:4]
-        raise ExerciseFailure(f"{name}'s params do not have the names of the model's parameters: "
-                              f"{', '.join(wrong)} (missing or not the model's).")
-    for k, shape in shapes.items():
-        p = params[k]
-        if (not isinstance(p, Tensor) or p.layout != torch.strided or p.device.type != "cpu"
-                or tuple(p.shape) != shape or not p.is_floating_point()):
-            raise ExerciseFailure(f"{name}'s params[{k!r}] must be a floating tensor of shape {shape} (dense, on "
-                                  "the CPU).")
-        if not torch.isfinite(p).all():
-            raise ExerciseFailure(f"{name}'s params[{k!r}] holds NaN or infinite values: the training diverged "
-                                  "(is the learning rate too high, or the gradients not clipped?).")
-    return cfg, {k: params[k].detach().float() for k in shapes}
+    return cfg, trained.parameters(params, R.param_shapes(cfg), name)
 
 
 def _held_out_loss(params, ids, cfg, causal=True, shift=1) -> float:
