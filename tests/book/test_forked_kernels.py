@@ -84,7 +84,9 @@ def test_a_forked_kernel_reports_what_a_fresh_one_does(tmp_path):
 def test_an_interrupt_reaches_the_forked_kernel(tmp_path):
     km, kc = _started(tmp_path)
     try:
-        msg_id = kc.execute("import time; print('asleep', flush=True); time.sleep(60)")
+        # stop_on_error=False: the interrupted cell's error does not abort the request that follows it
+        # (ipykernel aborts requests that arrive while it is still clearing its queue after an error)
+        msg_id = kc.execute("import time; print('asleep', flush=True); time.sleep(60)", stop_on_error=False)
         while True:  # interrupt once the cell runs (it says so), not before: a busy machine may start it late
             msg = kc.get_iopub_msg(timeout=60)
             if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
