@@ -79,6 +79,8 @@ def test_every_catalogue_entry_gets_the_same_verdict_from_outside_the_kernel(slu
     wrong: list[str] = []
     try:
         for ex in registry()[slug].exercises:
+            if not ex.comparisons:
+                continue  # a recipe trains for seconds: graded for real through the kernel in test_capstones.py
             verdict = kernel.judge(slug, ex.name)
             assert verdict is None, f"the reference {ex.name} loses its marks when judged from outside: {verdict}"
         for entry in catalogue["WRONG"] + catalogue.get("RIGHT", []):
