@@ -652,3 +652,42 @@ def multi_crop(images, global_boxes, local_boxes, global_size, local_size):
     return tuple(cut(b, global_size) for b in global_boxes) + tuple(cut(b, local_size) for b in local_boxes)
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_center (predict, then run)
+WRONG += [
+    dict(exercise='predicted_center', diagnosis='Likely mistake: the momentum weighs the new mean',
+         mistake='the momentum weighs the new mean', source='''
+def predicted_center():
+    return [1.75, 3.0]
+'''),
+    dict(exercise='predicted_center', diagnosis="Likely mistake: the crops' outputs were summed",
+         mistake="the crops' outputs were summed", source='''
+def predicted_center():
+    return [3.5, 2.0]
+'''),
+    dict(exercise='predicted_center', diagnosis='Likely mistake: only the first crop was used',
+         mistake='only the first crop was used', source='''
+def predicted_center():
+    return [3.0, 0.5]
+'''),
+    dict(exercise='predicted_center', diagnosis="should return", mistake="answers in words", source='''
+def predicted_center():
+    return "I think it is [3.25, 1.0]"
+'''),
+    dict(exercise='predicted_center', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_center():
+    print([3.25, 1.0])
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_center', how="a tensor", source='''
+def predicted_center():
+    return torch.tensor([3.25, 1.0])
+'''),
+    dict(exercise='predicted_center', how="a tuple of the exact values", source='''
+def predicted_center():
+    return (3.25, 1.0)
+'''),
+]
