@@ -22,6 +22,7 @@ from course_lib.multi_head import multi_head_attention
 from grader.cases import Case, LargeInputs, alternating_dtype, dtype_name, randint, randn
 from grader.diagnosis import Mistake
 from grader.guards import FUSED_ATTENTION
+from grader.predictions import prediction
 from grader.registry import Assignment, Comparison, Exercise
 
 # (n_heads, head_dim) pairs: one head, head_dim 1, and ordinary ones
@@ -382,6 +383,15 @@ ASSIGNMENT = Assignment("03-multi-head-attention", "multi_head_attention.ipynb",
         Comparison(_reference.mha_output_as_head_sum, head_sum_cases, seed=34, mistakes=HEAD_SUM_MISTAKES,
                    check_grad=True),
     )),
+    prediction("predicted_mha_counts", 1, [144, 168], form='two ints, [without biases, with biases], like [10, 12]',
+               wrong={
+        'the output projection is left out: a layer has four projections, W_Q, W_K, W_V and W_O':
+            [108, 126],
+        'one bias vector was counted, not one per projection':
+            [144, 150],
+        "each projection was counted as one head's slice (dim x head_dim), not the whole dim x dim map":
+            [48, 56],
+               }, tolerance=0),
     Exercise("mha_param_count", 2, (
         Comparison(param_count_reference, param_count_cases, seed=35, mistakes=PARAM_COUNT_MISTAKES),
     )),

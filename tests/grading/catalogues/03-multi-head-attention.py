@@ -471,3 +471,43 @@ def mha_param_count(dim, n_heads, bias=True):
     return total
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_mha_counts (predict, then run)
+WRONG += [
+    dict(exercise='predicted_mha_counts', diagnosis='Likely mistake: the output projection is left out: a lay',
+         mistake='the output projection is left out: a layer has four projections, W_Q, W_K, W_V and W_O', source='''
+def predicted_mha_counts():
+    return [108, 126]
+'''),
+    dict(exercise='predicted_mha_counts', diagnosis='Likely mistake: one bias vector was counted, not one per',
+         mistake='one bias vector was counted, not one per projection', source='''
+def predicted_mha_counts():
+    return [144, 150]
+'''),
+    dict(exercise='predicted_mha_counts', diagnosis="Likely mistake: each projection was counted as one head'",
+         mistake="each projection was counted as one head's slice (dim x head_dim), not the whole dim x dim map",
+         source='''
+def predicted_mha_counts():
+    return [48, 56]
+'''),
+    dict(exercise='predicted_mha_counts', diagnosis="should return", mistake="answers in words", source='''
+def predicted_mha_counts():
+    return "I think it is [144, 168]"
+'''),
+    dict(exercise='predicted_mha_counts', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_mha_counts():
+    print([144, 168])
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_mha_counts', how="a tensor", source='''
+def predicted_mha_counts():
+    return torch.tensor([144.0, 168.0])
+'''),
+    dict(exercise='predicted_mha_counts', how="a tuple of the exact values", source='''
+def predicted_mha_counts():
+    return (144, 168)
+'''),
+]

@@ -518,3 +518,42 @@ def layer_norm_backward(grad_out, x, gamma, eps=1e-5):
     return (d * g - dxhat_sum - xhat * dxhat_xhat_sum) / (d * torch.sqrt(var + eps))
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_ln_gradient (predict, then run)
+WRONG += [
+    dict(exercise='predicted_ln_gradient', diagnosis='Likely mistake: only the direct path g / sigma: the path',
+         mistake='only the direct path g / sigma: the paths through the mean and through sigma are missing', source='''
+def predicted_ln_gradient():
+    return [1.0, 0.0, 0.0, 0.0]
+'''),
+    dict(exercise='predicted_ln_gradient', diagnosis='Likely mistake: the path through sigma is missing (the t',
+         mistake='the path through sigma is missing (the term xhat * mean(g * xhat))', source='''
+def predicted_ln_gradient():
+    return [0.75, -0.25, -0.25, -0.25]
+'''),
+    dict(exercise='predicted_ln_gradient', diagnosis='Likely mistake: the path through sigma has the wrong sig',
+         mistake='the path through sigma has the wrong sign: it is subtracted, xhat * mean(g * xhat)', source='''
+def predicted_ln_gradient():
+    return [1.0, 0.0, -0.5, -0.5]
+'''),
+    dict(exercise='predicted_ln_gradient', diagnosis="should return", mistake="answers in words", source='''
+def predicted_ln_gradient():
+    return "I think it is [0.5, -0.5, 0.0, 0.0]"
+'''),
+    dict(exercise='predicted_ln_gradient', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_ln_gradient():
+    print([0.5, -0.5, 0.0, 0.0])
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_ln_gradient', how="a tensor", source='''
+def predicted_ln_gradient():
+    return torch.tensor([0.5, -0.5, 0.0, 0.0])
+'''),
+    dict(exercise='predicted_ln_gradient', how="a tuple of the exact values", source='''
+def predicted_ln_gradient():
+    return (0.5, -0.5, 0.0, 0.0)
+'''),
+]

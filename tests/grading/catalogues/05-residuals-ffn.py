@@ -468,3 +468,42 @@ def layer_flops(n_tokens, dim, mlp_hidden):
     }
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_flops (predict, then run)
+WRONG += [
+    dict(exercise='predicted_flops', diagnosis='Likely mistake: multiply-adds were counted, not FLOPs: e',
+         mistake='multiply-adds were counted, not FLOPs: each multiply-add is 2 FLOPs', source='''
+def predicted_flops():
+    return [80, 100, 160]
+'''),
+    dict(exercise='predicted_flops', diagnosis='Likely mistake: attention was counted as one product (Q ',
+         mistake='attention was counted as one product (Q K^T)', source='''
+def predicted_flops():
+    return [160, 100, 320]
+'''),
+    dict(exercise='predicted_flops', diagnosis='Likely mistake: the FFN was counted as one map',
+         mistake='the FFN was counted as one map', source='''
+def predicted_flops():
+    return [160, 200, 160]
+'''),
+    dict(exercise='predicted_flops', diagnosis="should return", mistake="answers in words", source='''
+def predicted_flops():
+    return "I think it is [160, 200, 320]"
+'''),
+    dict(exercise='predicted_flops', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_flops():
+    print([160, 200, 320])
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_flops', how="a tensor", source='''
+def predicted_flops():
+    return torch.tensor([160.0, 200.0, 320.0])
+'''),
+    dict(exercise='predicted_flops', how="a tuple of the exact values", source='''
+def predicted_flops():
+    return (160, 200, 320)
+'''),
+]

@@ -573,3 +573,43 @@ def transformer_lr(step, dim, warmup):
     return dim ** -0.5 * torch.minimum(s ** -0.5, s * warmup ** -1.5)
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_rates (predict, then run)
+WRONG += [
+    dict(exercise='predicted_rates', diagnosis='Likely mistake: the rate decays as 1/step after the warm',
+         mistake='the rate decays as 1/step after the warm-up', source='''
+def predicted_rates():
+    return [0.25, 0.1111111111111111]
+'''),
+    dict(exercise='predicted_rates', diagnosis='Likely mistake: the warm-up grows as sqrt(step)',
+         mistake='the warm-up grows as sqrt(step)', source='''
+def predicted_rates():
+    return [0.5, 0.3333333333333333]
+'''),
+    dict(exercise='predicted_rates', diagnosis='Likely mistake: the rate decays as 1/step and the warm-u',
+         mistake='the rate decays as 1/step and the warm-up grows as sqrt(step): the two exponents are swapped',
+         source='''
+def predicted_rates():
+    return [0.5, 0.1111111111111111]
+'''),
+    dict(exercise='predicted_rates', diagnosis="should return", mistake="answers in words", source='''
+def predicted_rates():
+    return "I think it is [0.25, 0.33]"
+'''),
+    dict(exercise='predicted_rates', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_rates():
+    print([0.25, 0.33])
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_rates', how="a tensor", source='''
+def predicted_rates():
+    return torch.tensor([0.25, 0.3333333333333333])
+'''),
+    dict(exercise='predicted_rates', how="a tuple of the exact values", source='''
+def predicted_rates():
+    return (0.25, 0.3333333333333333)
+'''),
+]

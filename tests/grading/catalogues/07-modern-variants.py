@@ -599,3 +599,42 @@ def next_token_loss(logits, ids, ignore_index=None):
     return -(picked * keep).sum() / keep.sum()
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_loss (predict, then run)
+WRONG += [
+    dict(exercise='predicted_loss', diagnosis='Likely mistake: the targets are not shifted: each row wa',
+         mistake='the targets are not shifted: each row was scored against its own token, not the next one', source='''
+def predicted_loss():
+    return 0.4904146265
+'''),
+    dict(exercise='predicted_loss', diagnosis='Likely mistake: the losses were summed, not averaged ove',
+         mistake='the losses were summed, not averaged over the predictions', source='''
+def predicted_loss():
+    return 2.0794415417
+'''),
+    dict(exercise='predicted_loss', diagnosis='Likely mistake: the logarithm is base 2',
+         mistake='the logarithm is base 2', source='''
+def predicted_loss():
+    return 1.5
+'''),
+    dict(exercise='predicted_loss', diagnosis="should return", mistake="answers in words", source='''
+def predicted_loss():
+    return "I think it is 1.04"
+'''),
+    dict(exercise='predicted_loss', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_loss():
+    print(1.04)
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_loss', how="a 0-d tensor", source='''
+def predicted_loss():
+    return torch.tensor(1.0397207708399179)
+'''),
+    dict(exercise='predicted_loss', how="the exact value", source='''
+def predicted_loss():
+    return 1.0397207708399179
+'''),
+]

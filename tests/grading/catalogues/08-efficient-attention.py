@@ -496,3 +496,47 @@ def online_softmax_attention(q, k, v, block_size):
     return o / l
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_cache_gib (predict, then run)
+WRONG += [
+    dict(exercise='predicted_cache_gib', diagnosis='Likely mistake: only the keys (or only the values) were ',
+         mistake='only the keys (or only the values) were counted', source='''
+def predicted_cache_gib():
+    return 0.375
+'''),
+    dict(exercise='predicted_cache_gib', diagnosis='Likely mistake: 4 bytes per entry were counted',
+         mistake='4 bytes per entry were counted', source='''
+def predicted_cache_gib():
+    return 1.5
+'''),
+    dict(exercise='predicted_cache_gib', diagnosis='Likely mistake: the 32 query heads were counted',
+         mistake='the 32 query heads were counted', source='''
+def predicted_cache_gib():
+    return 3.0
+'''),
+    dict(exercise='predicted_cache_gib', diagnosis='Likely mistake: that is GB (10^9 bytes)',
+         mistake='that is GB (10^9 bytes)', source='''
+def predicted_cache_gib():
+    return 0.805306368
+'''),
+    dict(exercise='predicted_cache_gib', diagnosis="should return", mistake="answers in words", source='''
+def predicted_cache_gib():
+    return "I think it is 0.75"
+'''),
+    dict(exercise='predicted_cache_gib', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_cache_gib():
+    print(0.75)
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_cache_gib', how="a 0-d tensor", source='''
+def predicted_cache_gib():
+    return torch.tensor(0.75)
+'''),
+    dict(exercise='predicted_cache_gib', how="the exact value", source='''
+def predicted_cache_gib():
+    return 0.75
+'''),
+]

@@ -601,3 +601,43 @@ def cosine_attention(q, k, v, logit_scale, bias=None):
     return torch.softmax(scores, dim=-1) @ v
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_window_shape (predict, then run)
+WRONG += [
+    dict(exercise='predicted_window_shape', diagnosis="Likely mistake: only one image's windows were counted",
+         mistake="only one image's windows were counted", source='''
+def predicted_window_shape():
+    return [2, 16, 7]
+'''),
+    dict(exercise='predicted_window_shape', diagnosis='Likely mistake: that is the shape before the last reshap',
+         mistake="that is the shape before the last reshape: each window's tokens become one axis of ws * ws",
+         source='''
+def predicted_window_shape():
+    return [6, 4, 4, 7]
+'''),
+    dict(exercise='predicted_window_shape', diagnosis='Likely mistake: a window has ws * ws tokens, not ws',
+         mistake='a window has ws * ws tokens, not ws', source='''
+def predicted_window_shape():
+    return [6, 4, 7]
+'''),
+    dict(exercise='predicted_window_shape', diagnosis="should return", mistake="answers in words", source='''
+def predicted_window_shape():
+    return "I think it is (6, 16, 7)"
+'''),
+    dict(exercise='predicted_window_shape', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_window_shape():
+    print((6, 16, 7))
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_window_shape', how="a tensor", source='''
+def predicted_window_shape():
+    return torch.tensor([6.0, 16.0, 7.0])
+'''),
+    dict(exercise='predicted_window_shape', how="a tuple of the exact values", source='''
+def predicted_window_shape():
+    return (6, 16, 7)
+'''),
+]
