@@ -9,7 +9,9 @@ with no arguments that returns it::
 
 so that it is graded as every exercise is (:class:`~grader.registry.Exercise`, one
 :class:`~grader.registry.Comparison`): called in the grading kernel, compared outside it, its likely wrong
-answers named by :class:`~grader.diagnosis.Mistake`, in Check your work as in the gradebook.
+answers named by :class:`~grader.diagnosis.Mistake`, in Check your work as in the gradebook. The similarity
+report leaves predictions out (:attr:`grader.registry.Assignment.written`): every learner who is right
+writes the same ``return``.
 
 The learner's answer may be a number, a list, a tuple, a ``torch.Size``, a tensor or a NumPy array of numbers
 (64 at most); :func:`prediction`'s adapter reads it as a flat float64 tensor and snaps it to the listed answer (right or
@@ -100,4 +102,5 @@ def prediction(name: str, points: float, answer: Sequence[float] | float, *, for
 
     mistakes = tuple(Mistake(message, variant(v)) for message, v in zip(wrong, listed[1:]))
     return Exercise(name, points, (Comparison(reference, cases, seed=0, mistakes=mistakes, layouts=False),),
-                    adapt=adapt, function=lambda: list(answer) if isinstance(answer, (list, tuple)) else answer)
+                    adapt=adapt, function=lambda: list(answer) if isinstance(answer, (list, tuple)) else answer,
+                    prediction=True)

@@ -104,6 +104,8 @@ class Exercise:
         function: for an adapted exercise, the reference as the learner's function is written
             (what a caller of it calls: Check your work puts it in place of a learner's wrong one);
             the comparisons' reference is the adapted one.
+        prediction: the answer is a value the learner works out by hand (:mod:`grader.predictions`),
+            returned by a function of no arguments, not code to compare between learners.
     """
 
     name: str
@@ -111,6 +113,7 @@ class Exercise:
     steps: tuple
     adapt: Callable[[Callable], Callable] | None = None
     function: Callable | None = None
+    prediction: bool = False
 
     @property
     def comparisons(self) -> list[Comparison]:
@@ -153,6 +156,12 @@ class Assignment:
     notebook: str
     exercises: tuple[Exercise, ...]
     chapter: str = field(default="")
+
+    @property
+    def written(self) -> tuple[Exercise, ...]:
+        """The exercises whose answer is code the learner writes: all but the predictions (whose code, a
+        ``return`` of a few numbers, is the same for every learner who got them right)."""
+        return tuple(ex for ex in self.exercises if not ex.prediction)
 
     def exercise(self, name: str) -> Exercise:
         for ex in self.exercises:

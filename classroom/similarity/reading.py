@@ -208,7 +208,7 @@ def read_class(root: Path, slug: str) -> ClassCode:
     if slug not in table:
         raise SimilarityError(f"unknown assignment {slug!r}: it must be one of {', '.join(sorted(table))}")
     assignment = table[slug]
-    names = [e.name for e in assignment.exercises]
+    names = [e.name for e in assignment.written]  # predictions are values, the same for everyone who is right
     exercises = frozenset(names)
     release_path = root / "exercises" / slug / assignment.notebook
     solution_path = root / "solutions" / slug / assignment.notebook
@@ -220,7 +220,7 @@ def read_class(root: Path, slug: str) -> ClassCode:
     release, solution = notebook_program(release_raw), notebook_program(solution_raw)
     given = given_cells(release_raw)
     reference: dict[str, list[Code]] = {}
-    for ex in assignment.exercises:
+    for ex in assignment.written:
         sources = [module_program(f.__module__).code(f.__name__, exercises, f"{f.__module__}.{f.__qualname__}")
                    for f in reference_functions(ex)]
         sources.append(solution.code(ex.name, exercises, f"solutions/{slug}/{assignment.notebook}"))

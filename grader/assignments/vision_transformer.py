@@ -18,6 +18,7 @@ from course_lib import vit as _reference
 from course_lib.positional import resample_pos_embed
 from grader.cases import Case, LargeInputs, alternating_dtype, dtype_name, frozen, randint, randn
 from grader.diagnosis import Mistake
+from grader.predictions import prediction
 from grader.registry import Assignment, Comparison, Exercise
 
 #: routines that would cut or project the patches for the learner.
@@ -495,6 +496,15 @@ HARD_DISTILLATION_MISTAKES = [
 # The registry entry: what the hidden tests of 09-vision-transformer run
 # --------------------------------------------------------------------------
 ASSIGNMENT = Assignment("09-vision-transformer", "vision_transformer.ipynb", (
+    prediction("predicted_patch_shape", 1, [5, 15, 4], form='the shape as three ints, like (1, 2, 3)',
+               wrong={
+        'the last two axes are swapped: each row is one patch, of C * P * P numbers':
+            [5, 4, 15],
+        'the grid of patches was kept as two axes; the patches are one sequence':
+            [5, 3, 5, 4],
+        'the patches were counted over the batch; each image is its own sequence':
+            [1, 75, 4],
+               }, tolerance=0),
     Exercise("patchify", 2, (
         Comparison(_reference.patchify, patchify_cases, seed=91, mistakes=PATCHIFY_MISTAKES, forbidden=UNFOLD,
                    check_grad=True),

@@ -167,7 +167,7 @@ def test_the_csv_agrees_with_the_page_and_its_threshold(reported, slug):
 def _exercises(slug):
     from grader.registry import assignments
 
-    return assignments()[slug].exercises
+    return assignments()[slug].written
 
 
 def test_the_page_shows_the_carrying_exercise_side_by_side_with_its_evidence(reported):

@@ -813,3 +813,42 @@ def encode(text, merges):
     return list(ids)
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_ids (predict, then run)
+WRONG += [
+    dict(exercise='predicted_ids', diagnosis='Likely mistake: the longest known piece was matched firs',
+         mistake='the longest known piece was matched first', source='''
+def predicted_ids():
+    return [97, 258]
+'''),
+    dict(exercise='predicted_ids', diagnosis='Likely mistake: that is the bytes, before any merge',
+         mistake='that is the bytes, before any merge', source='''
+def predicted_ids():
+    return [97, 97, 97, 97, 98]
+'''),
+    dict(exercise='predicted_ids', diagnosis='Likely mistake: the merge ab was applied before aa',
+         mistake='the merge ab was applied before aa', source='''
+def predicted_ids():
+    return [256, 97, 257]
+'''),
+    dict(exercise='predicted_ids', diagnosis="should return", mistake="answers in words", source='''
+def predicted_ids():
+    return "I think it is [256, 256, 98]"
+'''),
+    dict(exercise='predicted_ids', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_ids():
+    print([256, 256, 98])
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_ids', how="a tensor", source='''
+def predicted_ids():
+    return torch.tensor([256.0, 256.0, 98.0])
+'''),
+    dict(exercise='predicted_ids', how="a tuple of the exact values", source='''
+def predicted_ids():
+    return (256, 256, 98)
+'''),
+]

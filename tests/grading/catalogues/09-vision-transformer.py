@@ -725,3 +725,42 @@ def hard_distillation_loss(cls_logits, dist_logits, teacher_logits, labels):
     return per_image.mean() / 2
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_patch_shape (predict, then run)
+WRONG += [
+    dict(exercise='predicted_patch_shape', diagnosis='Likely mistake: the last two axes are swapped: each row ',
+         mistake='the last two axes are swapped: each row is one patch, of C * P * P numbers', source='''
+def predicted_patch_shape():
+    return [5, 4, 15]
+'''),
+    dict(exercise='predicted_patch_shape', diagnosis='Likely mistake: the grid of patches was kept as two axes',
+         mistake='the grid of patches was kept as two axes', source='''
+def predicted_patch_shape():
+    return [5, 3, 5, 4]
+'''),
+    dict(exercise='predicted_patch_shape', diagnosis='Likely mistake: the patches were counted over the batch',
+         mistake='the patches were counted over the batch', source='''
+def predicted_patch_shape():
+    return [1, 75, 4]
+'''),
+    dict(exercise='predicted_patch_shape', diagnosis="should return", mistake="answers in words", source='''
+def predicted_patch_shape():
+    return "I think it is (5, 15, 4)"
+'''),
+    dict(exercise='predicted_patch_shape', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_patch_shape():
+    print((5, 15, 4))
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_patch_shape', how="a tensor", source='''
+def predicted_patch_shape():
+    return torch.tensor([5.0, 15.0, 4.0])
+'''),
+    dict(exercise='predicted_patch_shape', how="a tuple of the exact values", source='''
+def predicted_patch_shape():
+    return (5, 15, 4)
+'''),
+]
