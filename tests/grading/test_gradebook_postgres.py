@@ -29,12 +29,13 @@ import sqlalchemy
 from nbgrader.api import Gradebook
 
 from classroom.gradebook import gradebook_url, masked
+from grader.registry import assignment as registered_assignment
 from nbtools import ROOT
 
 ASSIGNMENT = "02-attention"
 NOTEBOOK = "attention"
 COURSE_ID = "transformers-course"
-FULL_MARKS = 10
+FULL_MARKS = sum(ex.points for ex in registered_assignment(ASSIGNMENT).exercises)  # the prediction's included
 PG_USER = "grader"
 PG_PASSWORD = "s3cret-grader"  # password auth over TCP, as between machines
 PG_DB = "gradebook"
@@ -257,5 +258,6 @@ def test_the_second_grader_sees_the_first_graders_grades(two_graders):
     _, _, second, _, res_b = two_graders
     rows = {r["student_id"]: r for r in csv.DictReader((second / "grades.csv").open())}
     assert set(rows) == {"alice", "bob", "carol"}, res_b.stdout
-    assert (rows["alice"]["score"], rows["bob"]["score"], rows["carol"]["score"]) == ("10", "0", "10")
-    assert all(r["status"] == "graded" and r["max_score"] == "10" for r in rows.values())
+    full = f"{FULL_MARKS:g}"
+    assert (rows["alice"]["score"], rows["bob"]["score"], rows["carol"]["score"]) == (full, "0", full)
+    assert all(r["status"] == "graded" and r["max_score"] == f"{FULL_MARKS:g}" for r in rows.values())

@@ -38,6 +38,7 @@ from nbgrader.api import Gradebook
 
 from grader.notebook import grade_id
 from grader.registry import Comparison, check
+from grader.registry import assignment as registered_assignment
 from grader.registry import exercise as registry_exercise
 from grader.secret import SECRET_FILE
 from nbtools import ROOT
@@ -45,8 +46,8 @@ from nbtools import ROOT
 pytestmark = pytest.mark.slow
 
 ASSIGNMENT, NOTEBOOK = "02-attention", "attention"
-FULL = {"test_attention_scores": 2, "test_masked_softmax": 3, "test_causal_mask": 2,
-        "test_scaled_dot_product_attention": 3}
+#: every test cell's points, the prediction's included (grader.registry, which the notebook's marks agree with)
+FULL = {f"test_{ex.name}": ex.points for ex in registered_assignment("02-attention").exercises}
 
 ZEROS = "    return torch.zeros(q.shape[:-1] + (k.shape[-2],), dtype=q.dtype)\n"
 SDPA_HEAD = "def scaled_dot_product_attention(q, k, v, mask=None):\n"
@@ -397,9 +398,10 @@ def test_patching_from_inside_the_functions_scores_zero_for_every_exercise(grade
     reference is not importable there, and the judge reads the source first.
     """
     course, _, scores = graded
-    assert scores["patches_inside_its_functions"] == {k: 0 for k in FULL}
+    # the prediction, graded before any of the functions runs, keeps its point
+    assert scores["patches_inside_its_functions"] == {**{k: 0 for k in FULL}, "test_predicted_scores_shape": 1}
     nb = autograded(course, "patches_inside_its_functions")
-    for test in FULL:
+    for test in set(FULL) - {"test_predicted_scores_shape"}:
         error = error_of(nb, test)
         # whichever layer answers first: the source read by the judge, the missing reference, the tamper check
         assert any(w in error for w in ("ForbiddenCall", "course_lib", "replaced")), (test, error)
@@ -407,8 +409,7 @@ def test_patching_from_inside_the_functions_scores_zero_for_every_exercise(grade
 
 def test_patching_at_a_cells_top_level_costs_that_exercise_and_every_later_one(graded):
     course, _, scores = graded
-    assert scores["patches_late"] == {"test_attention_scores": 2, "test_masked_softmax": 3, "test_causal_mask": 0,
-                                      "test_scaled_dot_product_attention": 0}
+    assert scores["patches_late"] == {**FULL, "test_causal_mask": 0, "test_scaled_dot_product_attention": 0}
     assert "uses sys" in error_of(autograded(course, "patches_late"), "test_causal_mask")
 
 
@@ -654,7 +655,7 @@ def test_a_reply_the_judge_cannot_read_costs_its_exercise_alone(graded):
 
 def test_code_too_deep_to_read_costs_the_exercises_after_it(graded):
     course, _, scores = graded
-    assert scores["writes_deep_code"] == {"test_attention_scores": 2, "test_masked_softmax": 0, "test_causal_mask": 0,
+    assert scores["writes_deep_code"] == {**FULL, "test_masked_softmax": 0, "test_causal_mask": 0,
                                           "test_scaled_dot_product_attention": 0}
     assert _rows(course)["writes_deep_code"]["status"] == "graded"
     assert "too deeply" in error_of(autograded(course, "writes_deep_code"), "test_causal_mask")

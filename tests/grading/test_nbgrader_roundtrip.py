@@ -32,11 +32,14 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.notebook import grade_id, is_check_cell
+from grader.registry import assignment as registered_assignment
 from nbtools import ROOT
 
 pytestmark = pytest.mark.slow
 
 ASSIGNMENT = "02-attention"
+#: the assignment's points, its prediction's included
+FULL_MARKS = sum(ex.points for ex in registered_assignment(ASSIGNMENT).exercises)
 NOTEBOOK = "attention"
 CELL_TIMEOUT = 5
 DUE = dt.datetime(2026, 12, 4, 22, 59)  # UTC
@@ -128,7 +131,7 @@ def test_solution_scores_full_marks(course):
     course, _ = course
     scores = cell_scores(course, "alice")
     assert scores and all(s > 0 for s in scores.values()), scores
-    assert total(course, "alice") == 10
+    assert total(course, "alice") == FULL_MARKS
 
 
 def test_check_your_work_is_restored_and_neither_run_nor_read_as_the_learners_code(course):
@@ -154,7 +157,7 @@ def test_wrong_implementation_loses_the_points_of_its_exercise(course):
     scores = cell_scores(course, "carol")
     assert scores["test_causal_mask"] == 0
     assert scores["test_attention_scores"] == 2 and scores["test_masked_softmax"] == 3
-    assert total(course, "carol") < 10
+    assert total(course, "carol") < FULL_MARKS
 
 
 def test_endless_loop_is_stopped_and_scores_zero_on_that_cell_only(course):
@@ -174,7 +177,8 @@ def test_corrupt_submission_is_reported_by_student_and_file_and_the_rest_are_gra
     assert "not valid JSON" in first.stderr
     rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
     assert set(rows) == {"alice", "bob", "carol", "dave", "erin"}
-    assert rows["alice"]["score"] == "10" and rows["alice"]["max_score"] == "10" and rows["alice"]["status"] == "graded"
+    assert rows["alice"]["score"] == rows["alice"]["max_score"] == f"{FULL_MARKS:g}"
+    assert rows["alice"]["status"] == "graded"
     assert rows["erin"]["status"].startswith("not graded") and "not valid JSON" in rows["erin"]["message"]
     # the corrupt file is left exactly where the learner put it
     assert (course / "submitted" / "erin" / ASSIGNMENT / f"{NOTEBOOK}.ipynb").read_text().startswith("{")
@@ -193,7 +197,7 @@ def test_a_corrupt_resubmission_keeps_the_earlier_grade(course):
     assert (course / "autograded" / "alice" / ASSIGNMENT / f"{NOTEBOOK}.ipynb").exists()
     assert broken.read_text() == "{ this is not a notebook"
     rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
-    assert rows["alice"]["score"] == "10" and "earlier grade kept" in rows["alice"]["status"]
+    assert rows["alice"]["score"] == f"{FULL_MARKS:g}" and "earlier grade kept" in rows["alice"]["status"]
 
 
 def csv_rows(course: Path) -> dict[str, dict]:

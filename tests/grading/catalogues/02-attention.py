@@ -402,3 +402,42 @@ def masked_softmax(scores, mask=None):
     return torch.nan_to_num(out, nan=0.0)
 '''),
 ]
+
+
+# ------------------------------------------------------------ predicted_scores_shape (predict, then run)
+WRONG += [
+    dict(exercise='predicted_scores_shape', diagnosis='Likely mistake: that is the shape of k @ q^T: each row o',
+         mistake='that is the shape of k @ q^T: each row of the scores is one query', source='''
+def predicted_scores_shape():
+    return [2, 9, 6]
+'''),
+    dict(exercise='predicted_scores_shape', diagnosis='Likely mistake: that is the shape of q^T @ k, a product ',
+         mistake='that is the shape of q^T @ k, a product over the tokens', source='''
+def predicted_scores_shape():
+    return [2, 4, 4]
+'''),
+    dict(exercise='predicted_scores_shape', diagnosis='Likely mistake: the batch axis was dropped',
+         mistake='the batch axis was dropped', source='''
+def predicted_scores_shape():
+    return [6, 9]
+'''),
+    dict(exercise='predicted_scores_shape', diagnosis="should return", mistake="answers in words", source='''
+def predicted_scores_shape():
+    return "I think it is (2, 6, 9)"
+'''),
+    dict(exercise='predicted_scores_shape', diagnosis="Did you forget to `return` it?",
+         mistake="prints the prediction", source='''
+def predicted_scores_shape():
+    print((2, 6, 9))
+'''),
+]
+RIGHT += [
+    dict(exercise='predicted_scores_shape', how="a tensor", source='''
+def predicted_scores_shape():
+    return torch.tensor([2.0, 6.0, 9.0])
+'''),
+    dict(exercise='predicted_scores_shape', how="a tuple of the exact values", source='''
+def predicted_scores_shape():
+    return (2, 6, 9)
+'''),
+]
