@@ -209,7 +209,7 @@ def _hostile(course: Path) -> dict[str, dict[str, str]]:
                 "SEEN = []\n"
                 "def attention_scores(q, k):\n"
                 "    SEEN.append((q.tolist(), k.tolist()))\n"
-                "    if tuple(q.shape) not in [(2, 2), (4, 3, 5, 8)]:  # not the visible test's\n"
+                "    if tuple(q.shape) not in [(2, 2), (4, 3, 5, 8), (2, 6, 4)]:  # not the visible test's\n"
                 "        raise ValueError('HIDDEN CASE ' + repr(SEEN))\n"
                 "    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"),
             END: ("print('STASHED', len(STASH), 'cases')\n"

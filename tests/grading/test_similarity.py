@@ -727,7 +727,7 @@ def test_hostile_code_and_names_get_nothing(tmp_path, capsys):
     assert "\x1b" not in err and "\\x1b[2Jeve" in err
     page = (root / "similarity" / "02-attention.html").read_text(encoding="utf-8")
     assert "<li>mal: causal_mask, too large to compare (more than 2000 helper calls)</li>" in page  # 4^8 calls
-    assert "<li>mal: cell 7</li>" in page  # 20,000 terms: Python's parser gives up, the cell is named
+    assert "<li>mal: cell 9</li>" in page  # 20,000 terms: Python's parser gives up, the cell is named
     assert name not in page and html.escape(name) in page and "<script" not in page
     assert f"<h3 id='group1'>Group 1: {html.escape(', '.join(sorted([name, other, 'sam'])))} (3 learners)" in page
     rows = read_csv(root / "similarity" / "02-attention.csv")

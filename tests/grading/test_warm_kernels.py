@@ -23,11 +23,14 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.notebook import grade_id
+from grader.registry import assignment as registered_assignment
 from nbtools import ROOT
 
 pytestmark = pytest.mark.slow
 
 ASSIGNMENT, NOTEBOOK = "02-attention", "attention"
+#: full marks, the prediction's point included
+FULL = sum(ex.points for ex in registered_assignment(ASSIGNMENT).exercises)
 MASK = "def causal_mask(n):\n    return torch.ones(n, n, dtype=torch.bool).tril()\n"
 LEARNERS = ("a_sets_traps", "b_honest", "c_finds_traps")
 #: what a kernel sees, by means the Python fence lets through (a stat of a classmate's folder, /tmp, /proc), so
@@ -121,7 +124,7 @@ def test_every_kernel_sees_its_own_submission_alone_and_holds_no_capability(warm
     from grader.enclosure import KERNEL_UID_BASE
 
     course, res = warm
-    assert _scores(course) == {"a_sets_traps": 10, "b_honest": 10, "c_finds_traps": 10}, res.stdout + res.stderr
+    assert _scores(course) == {"a_sets_traps": FULL, "b_honest": FULL, "c_finds_traps": FULL}, res.stdout + res.stderr
     for student in ("a_sets_traps", "c_finds_traps"):
         view = _view(course, student)
         assert view["beside"] == [view["mine"]], view
@@ -147,7 +150,7 @@ def test_nothing_an_earlier_kernel_left_reaches_a_later_one(warm):
 def test_a_kernel_started_cold_grades_alike(tmp_path):
     _class(tmp_path, {"c_finds_traps": LOOK + MASK})
     res = _grade(tmp_path, GRADER_WARM_KERNELS="off")
-    assert _scores(tmp_path) == {"c_finds_traps": 10}, res.stdout + res.stderr
+    assert _scores(tmp_path) == {"c_finds_traps": FULL}, res.stdout + res.stderr
     view = _view(tmp_path, "c_finds_traps")
     assert view["started"] == "cold" and view["beside"] == [view["mine"]] and view["procs"] == ["1"], view
 
@@ -172,7 +175,7 @@ def test_the_nbgrader_processes_of_one_run_share_one_warm_process(tmp_path):
         pids = [int(p.read_text()) for p in Path(folder).glob("warm-*.pid")]
         assert len(pids) == 1 and warm_module._alive(pids[0]), [r.stderr[-2000:] for r in results]
     assert not Path(folder).exists() and not warm_module._alive(pids[0])
-    assert _scores(tmp_path) == {s: 10 for s in everyone}, [r.stdout[-2000:] + r.stderr[-2000:] for r in results]
+    assert _scores(tmp_path) == {s: FULL for s in everyone}, [r.stdout[-2000:] + r.stderr[-2000:] for r in results]
     for student in everyone:
         view = _view(tmp_path, student)
         assert view["started"] == "warm" and view["beside"] == [view["mine"]], view
@@ -222,7 +225,7 @@ def test_one_nbgrader_process_grades_request_after_request_and_one_that_dies_is_
         finally:
             processes.close()
     assert not warm_module._alive(last) and not last_log.exists() and not log.exists()
-    assert _scores(tmp_path) == {s: 10 for s in everyone}
+    assert _scores(tmp_path) == {s: FULL for s in everyone}
 
 
 def _wait_for(log: Path, offset: int, text: str, timeout: float = 60) -> None:
@@ -249,5 +252,5 @@ def test_a_long_temporary_folder_does_not_break_the_kernels_sockets(tmp_path):
     course.mkdir()
     _class(course, {"b_honest": None})
     res = _grade(course, TMPDIR=str(long))
-    assert _scores(course) == {"b_honest": 10}, res.stdout[-3000:] + res.stderr[-3000:]
+    assert _scores(course) == {"b_honest": FULL}, res.stdout[-3000:] + res.stderr[-3000:]
     assert len(str(long)) > warm_module.SOCKET_BASE_MAX and not list(long.iterdir())  # nothing left behind
