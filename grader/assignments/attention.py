@@ -239,15 +239,12 @@ def softmax_through_logsumexp(scores: Tensor, mask: Tensor | None = None) -> Ten
 # The registry entry: what the hidden tests of 02-attention run
 # --------------------------------------------------------------------------
 ASSIGNMENT = Assignment("02-attention", "attention.ipynb", (
-    prediction("predicted_scores_shape", 1, [2, 6, 9], form='the shape as three ints, like (1, 2, 3)',
-               wrong={
-        'that is the shape of k @ q^T: each row of the scores is one query':
-            [2, 9, 6],
-        'that is the shape of q^T @ k, a product over the tokens; the scores contract the features':
-            [2, 4, 4],
-        'the batch axis was dropped; it stays in front':
-            [6, 9],
-               }, tolerance=0),
+    prediction("predicted_scores_shape", 1, [2, 6, 9],
+               form='the shape as three ints, like (1, 2, 3)', tolerance=0, wrong={
+        'that is the shape of k @ q^T: each row of the scores is one query': [2, 9, 6],
+        'that is the shape of q^T @ k, a product over the tokens; the scores contract the features': [2, 4, 4],
+        'the batch axis was dropped; it stays in front': [6, 9],
+    }),
     Exercise("attention_scores", 2, (
         Comparison(_reference.attention_scores, score_cases, seed=21, mistakes=SCORE_MISTAKES,
                    forbidden=FUSED_ATTENTION, check_grad=True),

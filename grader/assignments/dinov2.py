@@ -532,15 +532,12 @@ ASSIGNMENT = Assignment("10-dinov2", "dinov2.ipynb", (
         Comparison(reference_dino_loss, dino_loss_cases, seed=104, mistakes=DINO_LOSS_MISTAKES, check_grad=True,
                    hard=(LargeInputs(30.0, (0, 1, 2)),), formulations=(dino_loss_through_logsumexp,)),
     )),
-    prediction("predicted_center", 1, [3.25, 1.0], form='two numbers, the new center, like [1.0, 2.0]',
-               wrong={
-        'the momentum weighs the new mean; it weighs the old center: m * center + (1 - m) * mean':
-            [1.75, 3.0],
-        "the crops' outputs were summed; the center moves toward their mean":
-            [3.5, 2.0],
-        'only the first crop was used; the mean runs over every crop and image':
-            [3.0, 0.5],
-               }, tolerance=0.005),
+    prediction("predicted_center", 1, [3.25, 1.0],
+               form='two numbers, the new center, like [1.0, 2.0]', tolerance=0.005, wrong={
+        'the momentum weighs the new mean; it weighs the old center: m * center + (1 - m) * mean': [1.75, 3.0],
+        "the crops' outputs were summed; the center moves toward their mean": [3.5, 2.0],
+        'only the first crop was used; the mean runs over every crop and image': [3.0, 0.5],
+    }),
     Exercise("update_center", 2, (
         Comparison(reference_update_center, center_cases, seed=105, mistakes=CENTER_MISTAKES),
     )),

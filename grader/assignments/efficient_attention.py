@@ -272,17 +272,13 @@ def attention_through_running_logsumexp(q: Tensor, k: Tensor, v: Tensor, block_s
 # The registry entry: what the hidden tests of 08-efficient-attention run
 # --------------------------------------------------------------------------
 ASSIGNMENT = Assignment("08-efficient-attention", "efficient_attention.ipynb", (
-    prediction("predicted_cache_gib", 1, 0.75, form='one number, the cache in GiB to two decimals, like 1.25',
-               wrong={
-        'only the keys (or only the values) were counted; the cache holds both':
-            0.375,
-        '4 bytes per entry were counted; bf16 takes 2':
-            1.5,
-        'the 32 query heads were counted; the cache holds the 8 key-value heads (grouped-query attention)':
-            3.0,
-        'that is GB (10^9 bytes); a GiB is 2^30 bytes':
-            0.805306368,
-               }, tolerance=0.005),
+    prediction("predicted_cache_gib", 1, 0.75,
+               form='one number, the cache in GiB to two decimals, like 1.25', tolerance=0.005, wrong={
+        'only the keys (or only the values) were counted; the cache holds both': 0.375,
+        '4 bytes per entry were counted; bf16 takes 2': 1.5,
+        'the 32 query heads were counted; the cache holds the 8 key-value heads (grouped-query attention)': 3.0,
+        'that is GB (10^9 bytes); a GiB is 2^30 bytes': 0.805306368,
+    }),
     Exercise("kv_cache_bytes", 2, (
         Comparison(_counting.kv_cache_bytes, kv_bytes_cases, seed=81, mistakes=KV_BYTES_MISTAKES),
     )),

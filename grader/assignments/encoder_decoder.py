@@ -329,15 +329,12 @@ ASSIGNMENT = Assignment("06-encoder-decoder", "encoder_decoder.ipynb", (
         Comparison(_reference.decoder_self_attention_mask, mask_cases, seed=62, mistakes=MASK_MISTAKES),
     )),
     prediction("predicted_rates", 1, [0.25, 0.3333333333333333],
-               form='two numbers, fractions of the peak rate to two decimals, like [0.1, 0.2]',
-               wrong={
-        'the rate decays as 1/step after the warm-up; it decays as 1/sqrt(step)':
-            [0.25, 0.1111111111111111],
-        'the warm-up grows as sqrt(step); it grows linearly':
-            [0.5, 0.3333333333333333],
+               form='two numbers, fractions of the peak rate to two decimals, like [0.1, 0.2]', tolerance=0.005, wrong={
+        'the rate decays as 1/step after the warm-up; it decays as 1/sqrt(step)': [0.25, 0.1111111111111111],
+        'the warm-up grows as sqrt(step); it grows linearly': [0.5, 0.3333333333333333],
         'the rate decays as 1/step and the warm-up grows as sqrt(step): the two exponents are swapped':
             [0.5, 0.1111111111111111],
-               }, tolerance=0.005),
+    }),
     Exercise("transformer_lr", 2, (
         Comparison(_reference.transformer_lr, lr_cases, seed=63, mistakes=LR_MISTAKES),
         check_float_results,

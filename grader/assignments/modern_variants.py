@@ -515,15 +515,12 @@ ASSIGNMENT = Assignment("07-modern-variants", "modern_variants.ipynb", (
     Exercise("apply_rope", 3, (
         Comparison(reference_apply_rope, rope_cases, seed=73, mistakes=ROPE_MISTAKES, check_grad=True),
     )),
-    prediction("predicted_loss", 1, 1.0397207708399179, form='one number, the loss to two decimals, like 0.12',
-               wrong={
-        'the targets are not shifted: each row was scored against its own token, not the next one':
-            0.4904146265,
-        'the losses were summed, not averaged over the predictions':
-            2.0794415417,
-        'the logarithm is base 2; cross-entropy in nats uses the natural logarithm':
-            1.5,
-               }, tolerance=0.006),
+    prediction("predicted_loss", 1, 1.0397207708399179,
+               form='one number, the loss to two decimals, like 0.12', tolerance=0.006, wrong={
+        'the targets are not shifted: each row was scored against its own token, not the next one': 0.4904146265,
+        'the losses were summed, not averaged over the predictions': 2.0794415417,
+        'the logarithm is base 2; cross-entropy in nats uses the natural logarithm': 1.5,
+    }),
     Exercise("next_token_loss", 3, (
         Comparison(next_token_loss, loss_cases, seed=74, mistakes=LOSS_MISTAKES, forbidden=CROSS_ENTROPY,
                    check_grad=True, hard=(LargeInputs(100.0, (0,)),)),

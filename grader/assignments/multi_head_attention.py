@@ -383,15 +383,12 @@ ASSIGNMENT = Assignment("03-multi-head-attention", "multi_head_attention.ipynb",
         Comparison(_reference.mha_output_as_head_sum, head_sum_cases, seed=34, mistakes=HEAD_SUM_MISTAKES,
                    check_grad=True),
     )),
-    prediction("predicted_mha_counts", 1, [144, 168], form='two ints, [without biases, with biases], like [10, 12]',
-               wrong={
-        'the output projection is left out: a layer has four projections, W_Q, W_K, W_V and W_O':
-            [108, 126],
-        'one bias vector was counted, not one per projection':
-            [144, 150],
-        "each projection was counted as one head's slice (dim x head_dim), not the whole dim x dim map":
-            [48, 56],
-               }, tolerance=0),
+    prediction("predicted_mha_counts", 1, [144, 168],
+               form='two ints, [without biases, with biases], like [10, 12]', tolerance=0, wrong={
+        'the output projection is left out: a layer has four projections, W_Q, W_K, W_V and W_O': [108, 126],
+        'one bias vector was counted, not one per projection': [144, 150],
+        "each projection was counted as one head's slice (dim x head_dim), not the whole dim x dim map": [48, 56],
+    }),
     Exercise("mha_param_count", 2, (
         Comparison(param_count_reference, param_count_cases, seed=35, mistakes=PARAM_COUNT_MISTAKES),
     )),

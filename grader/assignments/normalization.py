@@ -464,15 +464,12 @@ ASSIGNMENT = Assignment("04-normalization", "normalization.ipynb", (
                    forbidden=NORMS, check_grad=True),
     )),
     prediction("predicted_ln_gradient", 1, [0.5, -0.5, 0.0, 0.0],
-               form='the four entries of the gradient, like [0.1, 0.2, 0.3, 0.4]',
-               wrong={
+               form='the four entries of the gradient, like [0.1, 0.2, 0.3, 0.4]', tolerance=0.005, wrong={
         'only the direct path g / sigma: the paths through the mean and through sigma are missing':
             [1.0, 0.0, 0.0, 0.0],
-        'the path through sigma is missing (the term xhat * mean(g * xhat))':
-            [0.75, -0.25, -0.25, -0.25],
-        'the path through sigma has the wrong sign: it is subtracted, xhat * mean(g * xhat)':
-            [1.0, 0.0, -0.5, -0.5],
-               }, tolerance=0.005),
+        'the path through sigma is missing (the term xhat * mean(g * xhat))': [0.75, -0.25, -0.25, -0.25],
+        'the path through sigma has the wrong sign: it is subtracted, xhat * mean(g * xhat)': [1.0, 0.0, -0.5, -0.5],
+    }),
     Exercise("layer_norm_backward", 3, (
         Comparison(_reference.layer_norm_backward, layer_norm_backward_cases, seed=46,
                    mistakes=LAYER_NORM_BACKWARD_MISTAKES, forbidden=AUTOGRAD),

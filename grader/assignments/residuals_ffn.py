@@ -319,15 +319,12 @@ ASSIGNMENT = Assignment("05-residuals-ffn", "residuals_ffn.ipynb", (
     Exercise("ffn_param_count", 2, (
         Comparison(mlp_param_count, param_count_cases, seed=53, mistakes=PARAM_COUNT_MISTAKES),
     )),
-    prediction("predicted_flops", 1, [160, 200, 320], form='three ints, [projections, attention, ffn], like [1, 2, 3]',
-               wrong={
-        'multiply-adds were counted, not FLOPs: each multiply-add is 2 FLOPs':
-            [80, 100, 160],
-        'attention was counted as one product (Q K^T); weighting the values (A V) is a second':
-            [160, 100, 320],
-        'the FFN was counted as one map; it has two, dim -> mlp_hidden and back':
-            [160, 200, 160],
-               }, tolerance=0),
+    prediction("predicted_flops", 1, [160, 200, 320],
+               form='three ints, [projections, attention, ffn], like [1, 2, 3]', tolerance=0, wrong={
+        'multiply-adds were counted, not FLOPs: each multiply-add is 2 FLOPs': [80, 100, 160],
+        'attention was counted as one product (Q K^T); weighting the values (A V) is a second': [160, 100, 320],
+        'the FFN was counted as one map; it has two, dim -> mlp_hidden and back': [160, 200, 160],
+    }),
     Exercise("layer_flops", 3, (
         Comparison(layer_flops, flops_cases, seed=54, mistakes=FLOPS_MISTAKES),
     )),

@@ -361,15 +361,12 @@ COSINE_MISTAKES = [
 # The registry entry: what the hidden tests of 11-swin run
 # --------------------------------------------------------------------------
 ASSIGNMENT = Assignment("11-swin", "swin.ipynb", (
-    prediction("predicted_window_shape", 1, [6, 16, 7], form='the shape as three ints, like (1, 2, 3)',
-               wrong={
-        "only one image's windows were counted; the batch's images each give theirs":
-            [2, 16, 7],
-        "that is the shape before the last reshape: each window's tokens become one axis of ws * ws":
-            [6, 4, 4, 7],
-        'a window has ws * ws tokens, not ws':
-            [6, 4, 7],
-               }, tolerance=0),
+    prediction("predicted_window_shape", 1, [6, 16, 7],
+               form='the shape as three ints, like (1, 2, 3)', tolerance=0, wrong={
+        "only one image's windows were counted; the batch's images each give theirs": [2, 16, 7],
+        "that is the shape before the last reshape: each window's tokens become one axis of ws * ws": [6, 4, 4, 7],
+        'a window has ws * ws tokens, not ws': [6, 4, 7],
+    }),
     Exercise("window_partition", 2, (
         Comparison(_reference.window_partition, partition_cases, seed=111, mistakes=PARTITION_MISTAKES,
                    check_grad=True),

@@ -533,15 +533,11 @@ ASSIGNMENT = Assignment("01-tokenization", "tokenization.ipynb", (
     Exercise("train_bpe", 2, (
         Comparison(train_bpe, train_cases, seed=13, mistakes=TRAIN_MISTAKES),
     )),
-    prediction("predicted_ids", 1, [256, 256, 98], form='the list of ids, like [97, 98]',
-               wrong={
-        'the longest known piece was matched first; BPE applies the merges in the order they were learned':
-            [97, 258],
-        'that is the bytes, before any merge':
-            [97, 97, 97, 97, 98],
-        'the merge ab was applied before aa; aa was learned first, so it goes first':
-            [256, 97, 257],
-               }, tolerance=0),
+    prediction("predicted_ids", 1, [256, 256, 98], form='the list of ids, like [97, 98]', tolerance=0, wrong={
+        'the longest known piece was matched first; BPE applies the merges in the order they were learned': [97, 258],
+        'that is the bytes, before any merge': [97, 97, 97, 97, 98],
+        'the merge ab was applied before aa; aa was learned first, so it goes first': [256, 97, 257],
+    }),
     Exercise("encode", 3, (
         Comparison(encode, encode_cases, seed=14, mistakes=ENCODE_MISTAKES),
     )),

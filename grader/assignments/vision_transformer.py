@@ -496,15 +496,12 @@ HARD_DISTILLATION_MISTAKES = [
 # The registry entry: what the hidden tests of 09-vision-transformer run
 # --------------------------------------------------------------------------
 ASSIGNMENT = Assignment("09-vision-transformer", "vision_transformer.ipynb", (
-    prediction("predicted_patch_shape", 1, [5, 15, 4], form='the shape as three ints, like (1, 2, 3)',
-               wrong={
-        'the last two axes are swapped: each row is one patch, of C * P * P numbers':
-            [5, 4, 15],
-        'the grid of patches was kept as two axes; the patches are one sequence':
-            [5, 3, 5, 4],
-        'the patches were counted over the batch; each image is its own sequence':
-            [1, 75, 4],
-               }, tolerance=0),
+    prediction("predicted_patch_shape", 1, [5, 15, 4],
+               form='the shape as three ints, like (1, 2, 3)', tolerance=0, wrong={
+        'the last two axes are swapped: each row is one patch, of C * P * P numbers': [5, 4, 15],
+        'the grid of patches was kept as two axes; the patches are one sequence': [5, 3, 5, 4],
+        'the patches were counted over the batch; each image is its own sequence': [1, 75, 4],
+    }),
     Exercise("patchify", 2, (
         Comparison(_reference.patchify, patchify_cases, seed=91, mistakes=PATCHIFY_MISTAKES, forbidden=UNFOLD,
                    check_grad=True),

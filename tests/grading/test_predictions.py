@@ -10,7 +10,10 @@ generator of hostile returns.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+import re
 
 import numpy as np
 import pytest
@@ -21,7 +24,7 @@ from hypothesis import strategies as st
 from grader.failures import ExerciseFailure
 from grader.learner import as_learner
 from grader.registry import assignments
-from nbtools import ROOT, read_cells
+from nbtools import ROOT, read_cells, solution_namespace
 
 CHAPTERS = [slug for slug in assignments() if "capstone" not in slug]
 PREDICTIONS = [(slug, ex) for slug in CHAPTERS for ex in assignments()[slug].exercises if ex.prediction]
@@ -54,6 +57,26 @@ def test_every_chapter_assignment_asks_for_one_prediction_worth_a_point():
         # the visible test never states the answer: the function's own test cell shows it, on the same example
         shown = cells[f"test_{ex.name}"].source.split("### BEGIN HIDDEN TESTS")[0]
         assert not any(f"{v:g}" in shown.replace(" ", "") for v in answer_of(ex) if abs(v) > 1), (slug, shown)
+
+
+@pytest.mark.parametrize("slug, ex", PREDICTIONS, ids=[slug for slug, _ in PREDICTIONS])
+def test_the_answer_is_what_the_reference_prints_on_the_questions_example(slug, ex):
+    """The answer is written in the registry as numbers; the function that follows the prediction prints its
+    result on the same example in its test cell. Run with the solution's function, that line prints the answer:
+    the question, the answer and the reference cannot drift apart."""
+    exercises = [e.name for e in assignments()[slug].exercises]
+    function = exercises[exercises.index(ex.name) + 1]
+    cells = read_cells(ROOT / "solutions" / slug / assignments()[slug].notebook)
+    ns = solution_namespace(cells)
+    (test,) = [c for c in cells if c.grade_id == f"test_{function}"]
+    lines = test.source.splitlines()
+    shown = next(i for i, line in enumerate(lines) if line.startswith("print("))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec("\n".join(lines[:shown + 1]), ns)
+    printed = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", out.getvalue().split(":", 1)[1])]
+    assert len(printed) == len(answer_of(ex)) and all(math.isclose(a, b, abs_tol=1e-4) for a, b in
+                                                      zip(printed, answer_of(ex))), (slug, out.getvalue())
 
 
 @pytest.mark.parametrize("slug, ex", PREDICTIONS, ids=[slug for slug, _ in PREDICTIONS])
