@@ -525,8 +525,11 @@ def ended(started: Started, plan: dict, code: int) -> dict:
             text = f.read(1 << 16).decode(errors="replace").strip()
         found = json.loads(text) if text else {}
         left = [[str(a), str(b)] for a, b in found.get("left", [])][:20]
+        # the time is the whole namespace's (every child the kernel reaped counts in it), and the limit is each
+        # process's: when the memory killer stopped a process, memory is why the kernel ended, however many
+        # children's seconds add up to more than one process may use
         cpu_seconds = KernelLimits.from_json(started.limits).cpu_seconds
-        if cpu_seconds and float(found.get("cpu", 0)) >= cpu_seconds:
+        if cpu_seconds and float(found.get("cpu", 0)) >= cpu_seconds and "memory" not in over:
             over.append("cpu")
     except (OSError, ValueError, TypeError, AttributeError):
         pass

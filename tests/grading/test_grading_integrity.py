@@ -738,13 +738,21 @@ def _limited_class() -> dict[str, str | None]:
             "print('FORKED', forked)\n"
             "import time\ntime.sleep(3)\n"),
         "d_honest": None,
-        # memory filled with files (a tmpfs each), then a tensor: over the kernel's memory, counted together
+        # memory filled with files (a tmpfs each), then a tensor: over the kernel's memory, counted together. The
+        # files are written by short-lived children, 256 MiB each, so that no process nears its CPU seconds: a
+        # machine's first touch of fresh memory can cost 10 CPU seconds a GiB, and the memory limit, not the CPU
+        # limit, is what this kernel must meet
         "e_fills_memory": LIBC + (
             "block = b'x' * (1 << 20)\n"
-            "for where in (b'/tmp/fill', b'/dev/shm/fill'):\n"
-            "    fd = libc.open(where, os.O_CREAT | os.O_WRONLY, 0o600)\n"
-            "    for _ in range(1100):\n"
-            "        libc.write(fd, block, len(block))\n"
+            "for n in range(13):\n"
+            "    pid = libc.fork()\n"
+            "    if pid == 0:\n"
+            "        fd = libc.open(f'{\"/tmp\" if n < 4 else \"/dev/shm\"}/fill{n}'.encode(), "
+            "os.O_CREAT | os.O_WRONLY, 0o600)\n"
+            "        for _ in range(256):\n"
+            "            libc.write(fd, block, len(block))\n"
+            "        libc._exit(0)\n"
+            "    os.waitpid(pid, 0)\n"
             "hog = torch.ones(300_000_000)\n"
             "print('NOT STOPPED')\n"),
         "f_honest": None,
