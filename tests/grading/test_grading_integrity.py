@@ -849,6 +849,8 @@ def test_a_kernel_over_its_limit_is_stopped_and_named_and_its_neighbour_is_not_t
     text = _last_cell(course, student)
     if os.geteuid() == 0 or student == "g_burns_cpu":  # the memory limit that counts files needs control groups
         assert "KernelDied" in text and limit in text and "NOT STOPPED" not in text, text
+        other = {"e_fills_memory": "CPU seconds", "g_burns_cpu": "memory limit"}[student]
+        assert other not in text, f"the kernel is also named for a limit it did not reach: {text}"
         assert limit in _rows(course)[student]["message"], _rows(course)[student]
         assert limit in res.stdout
     neighbour = {"e_fills_memory": "f_honest", "g_burns_cpu": "h_honest"}[student]
