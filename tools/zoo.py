@@ -804,14 +804,15 @@ def crop_range(scale: tuple[float, float]) -> str:
 
 def mnist_views(images: Tensor, g: torch.Generator, local_size: int = 16,
                 crops: tuple = MNIST_CROPS) -> list[Tensor]:
-    """DINO's views of a batch of digits: 2 global crops (28 px, by default 40-100 % of the area) and 4 local crops
-    (``local_size`` px, 20-50 %, so that most keep some of the digit), not flipped (a flipped digit is another shape),
-    each with a random contrast and brightness (ink and background stay apart), all drawn from ``g``."""
+    """DINO's views of a batch of digits: 2 global crops (28 px) and 4 local crops (``local_size`` px), keeping the
+    shares of the digit's area ``crops`` gives (by default 40-100 % and 20-50 %, so that most local crops keep some of
+    the digit), not flipped (a flipped digit is another shape), each with a random contrast and brightness (ink and
+    background stay apart), all drawn from ``g``."""
     global_scale, local_scale = crops
-    crops = random_multi_crop(images, g, n_global=2, n_local=4, global_size=mnist.SIZE, local_size=local_size,
+    views = random_multi_crop(images, g, n_global=2, n_local=4, global_size=mnist.SIZE, local_size=local_size,
                               global_scale=global_scale, local_scale=local_scale, flip=False)
     out = []
-    for c in crops:
+    for c in views:
         contrast = 0.6 + 0.4 * torch.rand(len(c), 1, 1, 1, generator=g)
         shift = 0.2 * (torch.rand(len(c), 1, 1, 1, generator=g) - 0.5)
         out.append((c * contrast + shift).clamp(-1, 1))
