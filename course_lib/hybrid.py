@@ -19,6 +19,7 @@ the paper's projection ``E`` applied to 1x1 patches of the feature map.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torch import Tensor, nn
@@ -145,6 +146,7 @@ class HybridViT(nn.Module):
     def forward(self, images: Tensor) -> Tensor:
         return self.forward_head(self.forward_features(images))
 
-    def get_attention_maps(self, images: Tensor) -> list[Tensor]:
-        """The ViT's attention weights on the feature map's tokens, ``n_layers`` tensors ``(B, heads, T, T)``."""
-        return self.vit.get_attention_maps(self.feature_map(images))
+    def get_attention_maps(self, images: Tensor, layers: Sequence[int] | None = None) -> list[Tensor]:
+        """The ViT's attention weights on the feature map's tokens, a tensor ``(B, heads, T, T)`` for each block
+        in ``layers`` (all when None; see :meth:`ViT.get_attention_maps`)."""
+        return self.vit.get_attention_maps(self.feature_map(images), layers)

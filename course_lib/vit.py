@@ -19,6 +19,7 @@ grid, ``N = gh * gw`` patches, ``T`` tokens (prefix tokens + ``N``), ``D`` = ``d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import ClassVar, Self
 
@@ -378,18 +379,29 @@ class ViT(nn.Module):
         return self.forward_head(self.forward_features(images))
 
     @torch.no_grad()
-    def get_attention_maps(self, images: Tensor) -> list[Tensor]:
-        """Attention weights of every block: a list of ``n_layers`` tensors ``(B, heads, T, T)``.
+    def get_attention_maps(self, images: Tensor, layers: Sequence[int] | None = None) -> list[Tensor]:
+        """Attention weights of the blocks in ``layers`` (all when None): one tensor ``(B, heads, T, T)`` each.
 
-        Each block is asked for its weights (``return_weights=True``, always the
-        math path); the outputs are those of :meth:`forward_features` up to the final norm.
+        A block in ``layers`` (an index, negative from the end) is asked for its
+        weights (``return_weights=True``, always the math path); the others run
+        as in :meth:`forward_features`, fused, so asking for the last block alone
+        costs about one forward pass. The maps come in the order of ``layers``.
         """
+        n = len(self.blocks)
+        wanted = range(n) if layers is None else [int(i) for i in layers]
+        if any(not -n <= i < n for i in wanted):
+            raise ValueError(f"layers must be block indices in [{-n}, {n}), got {list(wanted)}")
+        asked = {i % n for i in wanted}
+        if not asked:
+            return []
         patches, grid = self.patch_embed.tokens_and_grid(images)
-        x, maps = self.embed_patches(patches, grid), []
-        for i, block in enumerate(self.blocks):
-            x, w = block(x, return_weights=True, **self.attention_bias(i, grid))
-            maps.append(w)
-        return maps
+        x, maps = self.embed_patches(patches, grid), {}
+        for i, block in enumerate(self.blocks[: max(asked) + 1]):
+            if i in asked:
+                x, maps[i] = block(x, return_weights=True, **self.attention_bias(i, grid))
+            else:
+                x = block(x, **self.attention_bias(i, grid))
+        return [maps[i % n] for i in wanted]
 
     def num_params(self, include_embeddings: bool = True) -> int:
         """Parameter count; without the position table (and CLS) if ``include_embeddings=False``."""

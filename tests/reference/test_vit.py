@@ -229,6 +229,20 @@ def test_attention_maps_are_distributions_over_all_tokens():
     torch.testing.assert_close(maps[1].sum(-1), torch.ones(2, 4, 25))
 
 
+def test_attention_maps_of_chosen_layers_are_those_of_all_layers():
+    model = _tiny(n_layers=3)
+    x = torch.randn(2, 3, 32, 48)
+    every = model.get_attention_maps(x)
+    for layers, expect in (([-1], [2]), ([0, 2], [0, 2]), ([2, 0, -3], [2, 0, 0]), ([], [])):
+        chosen = model.get_attention_maps(x, layers)
+        assert len(chosen) == len(expect)
+        for got, i in zip(chosen, expect):
+            torch.testing.assert_close(got, every[i], atol=1e-6, rtol=1e-5)
+    for bad in ([3], [-4]):
+        with pytest.raises(ValueError, match=r"layers must be block indices in \[-3, 3\), got"):
+            model.get_attention_maps(x, bad)
+
+
 def test_position_embeddings_are_resampled_to_the_input_grid():
     model = _tiny()
     assert model.pos_embed_for((4, 4)) is model.pos_embed  # native grid: untouched
