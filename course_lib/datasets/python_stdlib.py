@@ -1,4 +1,4 @@
-"""Python's standard library as a text corpus: 10.4 million characters of code, comments and docstrings.
+"""Python's standard library as a text corpus: 10.7 million characters of code, comments and docstrings.
 
 **Source.** The ``.py`` files of CPython 3.11.7's standard library (``Lib/``),
 605 files, 10,652,860 characters, without the test suites (``test/``,
